@@ -1,0 +1,170 @@
+"""What the body builder and the client read: nested frozen dataclasses with working defaults.
+
+Every field is checked when the object is built (type and range), so a bad `Config(...)` fails
+as early as a bad file; `Config.from_toml` adds the unknown-key check and names the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Config", "InferConfig", "Limits"]
+
+_INT_MAX = 2**63 - 1
+
+
+def _range(lo: float | None = None, hi: float | None = None, *, open_lo: bool = False) -> Any:
+    return {"lo": lo, "hi": hi, "open_lo": open_lo}
+
+
+def _check(obj: Any, table: str) -> None:
+    """Check each field of the dataclass `obj` against its type and its `_range` metadata."""
+    for f in dataclasses.fields(obj):
+        key = f"{table}.{f.name}"
+        value = getattr(obj, f.name)
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "int":
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind == "float":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if ok and isinstance(value, int):
+                object.__setattr__(obj, f.name, float(value))
+                value = float(value)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:  # a nested table, checked by its own __post_init__
+            continue
+        if not ok:
+            raise ValueError(f"{key} must be {_KIND_NAMES[kind]}, not {value!r}")
+        if kind == "float" and not math.isfinite(value):
+            raise ValueError(f"{key} must be a finite number, not {value!r}")
+        bounds = f.metadata.get("range")
+        if bounds is None:
+            continue
+        lo, hi, open_lo = bounds["lo"], bounds["hi"], bounds["open_lo"]
+        if (lo is not None and (value <= lo if open_lo else value < lo)) or (
+            hi is not None and value > hi
+        ):
+            raise ValueError(f"{key} must be {_describe(lo, hi, open_lo)}, not {value!r}")
+
+
+_KIND_NAMES = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string"}
+
+
+def _describe(lo: float | None, hi: float | None, open_lo: bool) -> str:
+    if lo is not None and hi is not None:
+        return f"{'more than' if open_lo else 'at least'} {lo:g} and at most {hi:g}"
+    if lo is not None:
+        return f"{'more than' if open_lo else 'at least'} {lo:g}"
+    return f"at most {hi:g}"
+
+
+def _r(
+    default: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    open_lo: bool = False,
+    doc: str = "",
+) -> Any:
+    return field(default=default, metadata={"range": _range(lo, hi, open_lo=open_lo), "doc": doc})
+
+
+@dataclass(frozen=True, slots=True)
+class InferConfig:
+    """Where the server is and how to sample: the `[infer]` table."""
+
+    url: str = "http://127.0.0.1:8080"
+    model: str = "default"
+    temperature: float = _r(0.6, 0.0, 100.0)
+    top_p: float = _r(0.95, 0.0, 1.0)
+    top_k: int = _r(20, 0, _INT_MAX)
+
+    def __post_init__(self) -> None:
+        _check(self, "infer")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"infer.url must start with http:// or https://, not {self.url!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every bound the reader, the body builder and the client respect: the `[limits]` table."""
+
+    max_tokens: int = _r(4096, 1, _INT_MAX, doc="max_tokens sent with every request")
+    max_line: int = _r(1 << 20, 1, _INT_MAX, doc="longest event-stream line accepted, in bytes")
+    wait_timeout: float = _r(600.0, 0.0, open_lo=True, doc="seconds to wait for a busy slot")
+    load_timeout: float = _r(600.0, 0.0, open_lo=True, doc="seconds to wait for a model load")
+    stall_timeout: float = _r(60.0, 0.0, open_lo=True, doc="seconds without a byte mid-stream")
+    connect_timeout: float = _r(10.0, 0.0, open_lo=True, doc="seconds to open a connection")
+    retries: int = _r(3, 0, 1000, doc="retries of a refused connection or a 503")
+    retry_base_ms: int = _r(200, 1, 3_600_000, doc="first back-off, doubled each retry")
+    retry_max_ms: int = _r(10_000, 1, 3_600_000, doc="longest back-off between retries")
+    wait_for_slot: bool = True
+    thinking_budget: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before reasoning_end; 0: off")
+    thinking_hard_cap: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before closing; 0: off")
+    sse_ping_interval: float = _r(0.0, 0.0, 3600.0, doc="ask the server to ping; 0: don't")
+
+    def __post_init__(self) -> None:
+        _check(self, "limits")
+        if self.thinking_hard_cap and self.thinking_hard_cap < self.thinking_budget:
+            raise ValueError(
+                f"limits.thinking_hard_cap must be at least limits.thinking_budget "
+                f"({self.thinking_budget}), not {self.thinking_hard_cap}"
+            )
+        if self.retry_max_ms < self.retry_base_ms:
+            raise ValueError(
+                f"limits.retry_max_ms must be at least limits.retry_base_ms "
+                f"({self.retry_base_ms}), not {self.retry_max_ms}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    infer: InferConfig = field(default_factory=InferConfig)
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.infer, InferConfig):
+            raise ValueError(f"infer must be an InferConfig, not {self.infer!r}")
+        if not isinstance(self.limits, Limits):
+            raise ValueError(f"limits must be a Limits, not {self.limits!r}")
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> Config:
+        """Read a TOML file with optional `[infer]` and `[limits]` tables.
+
+        Raises `ValueError` naming the file and the key for an unknown key, a wrong type or an
+        out-of-range value; `OSError` if the file cannot be read.
+        """
+        name = os.fspath(path)
+        with open(name, "rb") as file:
+            try:
+                data = tomllib.load(file)
+            except tomllib.TOMLDecodeError as err:
+                raise ValueError(f"{name}: not valid TOML: {err}") from None
+        tables: dict[str, Any] = {"infer": InferConfig, "limits": Limits}
+        for key, value in data.items():
+            if key not in tables:
+                raise ValueError(f"{name}: unknown key {key!r} (expected [infer] or [limits])")
+            if not isinstance(value, dict):
+                raise ValueError(f"{name}: {key} must be a table, not {value!r}")
+            known = {f.name for f in dataclasses.fields(tables[key])}
+            for sub in value:
+                if sub not in known:
+                    raise ValueError(
+                        f"{name}: unknown key {key}.{sub} (known: {', '.join(sorted(known))})"
+                    )
+        try:
+            return cls(
+                infer=InferConfig(**data.get("infer", {})),
+                limits=Limits(**data.get("limits", {})),
+            )
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None

@@ -1,0 +1,236 @@
+"""Every error llamafast raises, defined once so both twins raise the same classes.
+
+Each class keeps its constructor arguments in `args` (so it pickles and compares in tests) and
+builds its one-sentence message from them in `__str__`; a value shown in a message is cut to
+`SHOW` characters so a 1 MiB payload never ends up in a log line.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = [
+    "BusyError",
+    "ConnectError",
+    "HttpError",
+    "InferError",
+    "LineTooLongError",
+    "LoadTimeoutError",
+    "NotUtf8Error",
+    "ProtocolError",
+    "SseError",
+    "SseIoError",
+    "SseTimeoutError",
+    "StalledError",
+    "StreamClosedEarlyError",
+    "ThinkingOverrunError",
+    "TruncatedError",
+    "WaitTimeoutError",
+    "cut",
+]
+
+SHOW = 200
+
+
+def cut(value: str | bytes, limit: int = SHOW) -> str:
+    """`value` as a short printable excerpt: its repr, cut to about `limit` characters."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(value)} {'bytes' if isinstance(value, bytes) else 'chars'})"
+
+
+# --- the SSE reader's errors (05-loopd-sse.md, SseError) -----------------------------------
+
+
+class SseError(Exception):
+    """The streamed body could not be read as server-sent events."""
+
+
+class SseIoError(SseError):
+    """The reader raised an `OSError`; it is `.error` and also `__cause__`."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+        self.__cause__ = error
+
+    def __str__(self) -> str:
+        return f"reading the event stream failed: {self.error!r}"
+
+
+class SseTimeoutError(SseError, TimeoutError):
+    """The reader timed out waiting for bytes."""
+
+    def __str__(self) -> str:
+        return "reading the event stream timed out"
+
+
+class TruncatedError(SseError):
+    """The stream ended inside a line: the body was cut."""
+
+    def __init__(self, partial: bytes = b"") -> None:
+        super().__init__(partial)
+        self.partial = partial
+
+    def __str__(self) -> str:
+        if self.partial:
+            return f"the event stream ended inside a line: {cut(self.partial, 80)}"
+        return "the event stream ended inside a line"
+
+
+class LineTooLongError(SseError):
+    """A line is longer than `max_line` bytes (`.limit`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return f"an event-stream line is longer than max_line={self.limit} bytes"
+
+
+class NotUtf8Error(SseError):
+    """A line is not valid UTF-8."""
+
+    def __init__(self, line: bytes = b"") -> None:
+        super().__init__(line)
+        self.line = line
+
+    def __str__(self) -> str:
+        return f"an event-stream line is not valid UTF-8: {cut(self.line, 80)}"
+
+
+# --- the client's and the assembler's errors (06-llama-request.md, InferError) -------------
+
+
+class InferError(Exception):
+    """A chat completion did not produce a `Completion`."""
+
+
+class BusyError(InferError):
+    """The requested slot is busy and the client was told not to wait for it."""
+
+    def __init__(self, slot: int | None = None) -> None:
+        super().__init__(slot)
+        self.slot = slot
+
+    def __str__(self) -> str:
+        which = "the requested slot" if self.slot is None else f"slot {self.slot}"
+        return f"{which} is busy on the server and wait_for_slot is off"
+
+
+class ConnectError(InferError):
+    """The server could not be reached; the `OSError` is `.error` and also `__cause__`."""
+
+    def __init__(self, error: OSError, url: str = "") -> None:
+        super().__init__(error, url)
+        self.error = error
+        self.url = url
+        self.__cause__ = error
+
+    def __str__(self) -> str:
+        where = f" {self.url}" if self.url else ""
+        return f"could not connect to the server{where}: {self.error!r}"
+
+
+class _TimedOut(InferError):
+    what = "waiting"
+
+    def __init__(self, seconds: float | None = None) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+    def __str__(self) -> str:
+        after = "" if self.seconds is None else f" after {self.seconds:g} s"
+        return f"gave up {self.what}{after}"
+
+
+class WaitTimeoutError(_TimedOut):
+    """The request waited longer than `wait_timeout` for its slot."""
+
+    what = "waiting for the slot"
+
+
+class LoadTimeoutError(_TimedOut):
+    """The server was still loading its model after `load_timeout`."""
+
+    what = "waiting for the server to load its model"
+
+
+class StalledError(_TimedOut):
+    """No byte arrived for `stall_timeout` seconds in the middle of a stream."""
+
+    what = "on a stalled stream: no byte arrived"
+
+    def __str__(self) -> str:
+        after = "" if self.seconds is None else f" for {self.seconds:g} s"
+        return f"the stream stalled: no byte arrived{after}"
+
+
+class StreamClosedEarlyError(InferError):
+    """The stream ended before the server sent a finish reason."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        base = "the stream ended before the server sent a finish reason"
+        return f"{base} ({self.detail})" if self.detail else base
+
+
+class ThinkingOverrunError(InferError):
+    """The model went on reasoning past `thinking_hard_cap` after it was told to stop."""
+
+    def __init__(self, tokens: int = 0, hard_cap: int = 0) -> None:
+        super().__init__(tokens, hard_cap)
+        self.tokens = tokens
+        self.hard_cap = hard_cap
+
+    def __str__(self) -> str:
+        return (
+            f"the model was still reasoning after {self.tokens} tokens, past "
+            f"thinking_hard_cap={self.hard_cap}; the stream was closed"
+        )
+
+
+class HttpError(InferError):
+    """The server answered with an error: a non-200 status, or an error payload mid-stream.
+
+    `body` is the server's text; `message` is its `error.message` when the body carries one.
+    """
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(status, body)
+        self.status = status
+        self.body = body
+        self.message = server_message(body)
+
+    def __str__(self) -> str:
+        said = self.message if self.message is not None else cut(self.body)
+        return f"the server answered {self.status}: {said}"
+
+
+class ProtocolError(InferError):
+    """The server sent something that is not a chat-completion stream."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def server_message(body: str) -> str | None:
+    """The `error.message` of a llama-server error body, or None when it has none."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return None

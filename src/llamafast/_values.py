@@ -1,0 +1,213 @@
+"""The values both implementations hand out: one definition, imported by the pure twins and the
+Cython twins alike, so `==`, `match` and `isinstance` behave the same whichever one runs.
+
+Frozen, slotted dataclasses (API.md, Values): immutable, equal by value, usable in `match`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+__all__ = [
+    "DONE",
+    "Assistant",
+    "ChatEvent",
+    "ChatMessage",
+    "ChatRequest",
+    "Completion",
+    "Content",
+    "Done",
+    "FinishReason",
+    "Progress",
+    "Queued",
+    "Reasoning",
+    "Retrying",
+    "SseItem",
+    "System",
+    "ThinkingCapped",
+    "Timings",
+    "Tool",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolSchema",
+    "User",
+    "Waiting",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One finished tool call; `arguments` is the JSON text exactly as received, never parsed."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+# The four kinds of chat message (06-llama-request.md, "One example of each kind of message").
+
+
+@dataclass(frozen=True, slots=True)
+class System:
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Assistant:
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    tool_call_id: str
+    content: str
+
+
+ChatMessage: TypeAlias = System | User | Assistant | Tool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """A tool the model may call; `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    slot: int
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSchema] = ()
+    thinking: bool = False
+
+
+class FinishReason(enum.Enum):
+    STOP = "stop"
+    TOOL_CALLS = "tool_calls"
+    LENGTH = "length"
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """The three counts llamafast uses; the server sends more timing fields, which are ignored."""
+
+    cache_n: int = 0
+    prompt_n: int = 0
+    predicted_n: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    id: str
+    content: str | None
+    reasoning_content: str | None
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: FinishReason
+    timings: Timings
+    reasoning_tokens: int
+    thinking_capped: bool
+
+
+# The ChatEvent kinds.
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """This request waits behind `ahead` earlier requests of this client for the same slot."""
+
+    ahead: int
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The server cannot start yet: its slot is busy (`slot_busy`) or its model is loading."""
+
+    slot_busy: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Prompt processing: `processed` of `total` prompt tokens, `cache` of them from the cache."""
+
+    total: int
+    cache: int
+    processed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """One streamed piece of tool call `index`; `id` and `name` only in the piece that has them."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingCapped:
+    """The client ended the model's reasoning after `tokens` reasoning tokens."""
+
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """Attempt `attempt` failed with `error`; the next starts after `after_ms` milliseconds."""
+
+    attempt: int
+    after_ms: int
+    error: str
+
+
+ChatEvent: TypeAlias = (
+    Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
+)
+
+
+# The SSE reader's items (05-loopd-sse.md, SseItem): a data payload as str, or DONE.
+
+
+class Done:
+    """The type of `DONE`, the item for `data: [DONE]`; it has that one instance."""
+
+    __slots__ = ()
+    _instance: Done | None = None
+
+    def __new__(cls) -> Done:
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DONE"
+
+    def __reduce__(self) -> str:
+        return "DONE"
+
+
+DONE: Final = Done()
+
+SseItem: TypeAlias = str | Done
