@@ -14,8 +14,17 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import llamafast.pure
+
+# CI replays the same examples every run (no flaky red from a new random draw); locally each run
+# explores new ones. Select with HYPOTHESIS_PROFILE=ci.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NAMES = (

@@ -48,9 +48,8 @@ def _message(msg: ChatMessage) -> dict[str, Any]:
             if tool_calls:
                 out["tool_calls"] = [_tool_call(c) for c in tool_calls]
             return out
-    raise TypeError(
-        f"a message must be System, User, Assistant or Tool, not {type(msg).__name__}: {cut(repr(msg))}"
-    )
+    kind = type(msg).__name__
+    raise TypeError(f"a message must be System, User, Assistant or Tool, not {kind}: {cut(msg)}")
 
 
 def _tool(tool: ToolSchema) -> dict[str, Any]:

@@ -5,6 +5,7 @@ Read once, at import, like multidict's `_compat.py`.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -15,7 +16,8 @@ NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") o
 USE_EXTENSIONS = False
 if not NO_EXTENSIONS:  # pragma: no branch
     try:
-        from . import _assemble_c, _chat_c, _sse_c  # noqa: F401
+        for _name in ("_sse_c", "_assemble_c", "_chat_c"):
+            importlib.import_module(f"{__package__}.{_name}")
     except ImportError:  # not built: a pure install
         pass
     else:

@@ -32,12 +32,15 @@ __all__ = [
 SHOW = 200
 
 
-def cut(value: str | bytes, limit: int = SHOW) -> str:
+def cut(value: object, limit: int = SHOW) -> str:
     """`value` as a short printable excerpt: its repr, cut to about `limit` characters."""
     text = repr(value)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(value)} {'bytes' if isinstance(value, bytes) else 'chars'})"
+    if isinstance(value, (str, bytes)):
+        unit = "bytes" if isinstance(value, bytes) else "chars"
+        return f"{text[:limit]}... ({len(value)} {unit})"
+    return f"{text[:limit]}..."
 
 
 # --- the SSE reader's errors (05-loopd-sse.md, SseError) -----------------------------------

@@ -1,0 +1,152 @@
+"""Config: defaults that work, and from_toml rejecting bad files with the key and the file named."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llamafast import Config, InferConfig, Limits
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "llamafast.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_match_api_md() -> None:
+    cfg = Config()
+    assert cfg.infer == InferConfig("http://127.0.0.1:8080", "default", 0.6, 0.95, 20)
+    assert cfg.limits.max_tokens == 4096
+    assert cfg.limits.max_line == 1 << 20
+
+
+def test_config_is_immutable_and_compares_by_value() -> None:
+    cfg = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.infer = InferConfig()  # type: ignore[misc]
+    assert Config() == cfg
+    assert hash(Config()) == hash(cfg)
+
+
+def test_from_toml_reads_both_tables(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[infer]\nurl = "http://10.0.0.2:9000"\nmodel = "qwen"\ntemperature = 1\n'
+        "[limits]\nmax_tokens = 100\nwait_for_slot = false\nstall_timeout = 2.5\n",
+    )
+    cfg = Config.from_toml(path)
+    assert cfg.infer.url == "http://10.0.0.2:9000"
+    assert cfg.infer.model == "qwen"
+    assert cfg.infer.temperature == 1.0 and isinstance(cfg.infer.temperature, float)
+    assert cfg.limits.max_tokens == 100
+    assert cfg.limits.wait_for_slot is False
+    assert cfg.limits.stall_timeout == 2.5
+    assert cfg.infer.top_k == 20  # unspecified keys keep their defaults
+
+
+def test_from_toml_of_an_empty_file_is_the_default(tmp_path: Path) -> None:
+    assert Config.from_toml(write(tmp_path, "")) == Config()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[serve]\nport = 1\n", "serve"),
+        ("[infer]\nmodle = 'x'\n", "infer.modle"),
+        ("[limits]\nmax_tokes = 3\n", "limits.max_tokes"),
+        ("top_k = 3\n", "top_k"),
+    ],
+)
+def test_unknown_keys_are_rejected_naming_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError, match="unknown key") as err:
+        Config.from_toml(path)
+    assert key in str(err.value)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[infer]\ntop_k = '20'\n", "infer.top_k"),
+        ("[infer]\ntop_k = 2.5\n", "infer.top_k"),
+        ("[infer]\ntemperature = 'hot'\n", "infer.temperature"),
+        ("[infer]\nmodel = 3\n", "infer.model"),
+        ("[limits]\nmax_tokens = true\n", "limits.max_tokens"),
+        ("[limits]\nwait_for_slot = 1\n", "limits.wait_for_slot"),
+        ("[limits]\nstall_timeout = nan\n", "limits.stall_timeout"),
+        ("infer = 3\n", "infer"),
+    ],
+)
+def test_wrong_types_are_rejected_naming_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    assert key in str(err.value)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[infer]\ntop_p = 1.5\n", "infer.top_p"),
+        ("[infer]\ntemperature = -0.1\n", "infer.temperature"),
+        ("[infer]\ntop_k = -1\n", "infer.top_k"),
+        ("[infer]\nurl = 'localhost:8080'\n", "infer.url"),
+        ("[limits]\nmax_tokens = 0\n", "limits.max_tokens"),
+        ("[limits]\nmax_line = 0\n", "limits.max_line"),
+        ("[limits]\nstall_timeout = 0\n", "limits.stall_timeout"),
+        ("[limits]\nretries = -1\n", "limits.retries"),
+        ("[limits]\nthinking_budget = 100\nthinking_hard_cap = 50\n", "limits.thinking_hard_cap"),
+        ("[limits]\nretry_base_ms = 500\nretry_max_ms = 100\n", "limits.retry_max_ms"),
+    ],
+)
+def test_out_of_range_values_are_rejected_naming_key_and_file(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    assert key in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_not_toml_is_a_value_error_naming_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "[infer\n")
+    with pytest.raises(ValueError, match="not valid TOML") as err:
+        Config.from_toml(path)
+    assert str(path) in str(err.value)
+
+
+def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        Config.from_toml(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize(
+    ("make", "key"),
+    [
+        (lambda: Limits(max_line=-5), "limits.max_line"),
+        (lambda: InferConfig(top_k=True), "infer.top_k"),
+        (lambda: Config(limits="big"), "limits"),
+    ],
+)
+def test_constructing_a_bad_config_directly_fails_the_same_way(make: Any, key: str) -> None:
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        make()
+
+
+def test_every_limits_field_can_be_set_from_toml(tmp_path: Path) -> None:
+    # Whatever a later issue adds to Limits is readable from the [limits] table.
+    defaults = Limits()
+    lines = []
+    for f in dataclasses.fields(Limits):
+        value = getattr(defaults, f.name)
+        text = str(value).lower() if isinstance(value, bool) else repr(value)
+        lines.append(f"{f.name} = {text}")
+    cfg = Config.from_toml(write(tmp_path, "[limits]\n" + "\n".join(lines) + "\n"))
+    assert cfg.limits == defaults

@@ -1,0 +1,81 @@
+"""Which twin runs: the Cython one by default whenever it is built; the switch picks the pure one.
+
+Each check runs in a fresh interpreter, since the choice is made once, at import
+(multidict's tests/test_circular_imports.py::test_c_extension_preferred_by_default).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import llamafast
+
+PUBLIC_TWINS = [
+    "Assembler",
+    "ChatStream",
+    "AsyncChatStream",
+    "Events",
+    "SseDecoder",
+    "aiter_chat",
+    "aiter_events",
+    "iter_events",
+]
+
+
+def run(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "LLAMAFAST_NO_EXTENSIONS"}
+    environ.update(env)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def c_twin_built() -> bool:
+    probe = "import llamafast._sse_c, llamafast._assemble_c, llamafast._chat_c"
+    env = {k: v for k, v in os.environ.items() if k != "LLAMAFAST_NO_EXTENSIONS"}
+    return (
+        subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True).returncode == 0
+    )
+
+
+def test_the_cython_twin_is_the_default_when_it_is_built() -> None:
+    if not c_twin_built():
+        if os.environ.get("LLAMAFAST_REQUIRE_EXTENSIONS", "") not in ("", "0"):
+            pytest.fail("the Cython twin is not built, and LLAMAFAST_REQUIRE_EXTENSIONS is set")
+        pytest.skip("the Cython twin is not built")
+    out = run("import llamafast; print(llamafast.IMPLEMENTATION, llamafast.Assembler.__module__)")
+    assert out == "cython llamafast._assemble_c"
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_the_switch_selects_the_pure_twin(value: str) -> None:
+    out = run(
+        "import llamafast; print(llamafast.IMPLEMENTATION, llamafast.Assembler.__module__)",
+        LLAMAFAST_NO_EXTENSIONS=value,
+    )
+    assert out == "python llamafast._assemble_py"
+
+
+def test_switch_set_to_zero_or_empty_does_not_force_pure() -> None:
+    for value in ("0", ""):
+        out = run(
+            "import llamafast; print(llamafast.IMPLEMENTATION)", LLAMAFAST_NO_EXTENSIONS=value
+        )
+        assert out == ("cython" if c_twin_built() else "python")
+
+
+def test_pure_is_always_importable_and_has_the_same_names() -> None:
+    for name in PUBLIC_TWINS:
+        assert hasattr(llamafast.pure, name), name
+        assert getattr(llamafast.pure, name).__module__.endswith("_py"), name
+    assert llamafast.pure.IMPLEMENTATION == "python"
+
+
+def test_implementation_names_the_running_twin() -> None:
+    expected = "cython" if llamafast.Assembler.__module__.endswith("_c") else "python"
+    assert llamafast.IMPLEMENTATION == expected

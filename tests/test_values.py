@@ -1,0 +1,180 @@
+"""The values and errors: one definition, immutable, equal by value, match-able (API.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+import llamafast
+from llamafast import (
+    DONE,
+    Assistant,
+    BusyError,
+    ChatRequest,
+    Completion,
+    ConnectError,
+    Content,
+    Done,
+    FinishReason,
+    HttpError,
+    InferError,
+    LineTooLongError,
+    LoadTimeoutError,
+    NotUtf8Error,
+    Progress,
+    ProtocolError,
+    Queued,
+    Reasoning,
+    Retrying,
+    SseError,
+    SseIoError,
+    SseTimeoutError,
+    StalledError,
+    StreamClosedEarlyError,
+    System,
+    ThinkingCapped,
+    ThinkingOverrunError,
+    Timings,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolSchema,
+    TruncatedError,
+    User,
+    Waiting,
+    WaitTimeoutError,
+)
+
+EXAMPLES: list[Any] = [
+    ToolCall("id", "name", "{}"),
+    System("s"),
+    User("u"),
+    Assistant("a", "r", (ToolCall("i", "n", "{}"),)),
+    Tool("id", "c"),
+    Timings(1, 2, 3),
+    Queued(2),
+    Waiting(True),
+    Progress(10, 2, 5),
+    Reasoning("r"),
+    Content("c"),
+    ToolCallDelta(0, "id", "n", "{"),
+    ThinkingCapped(100),
+    Retrying(1, 250, "refused"),
+    Completion(
+        "id", "c", None, (), FinishReason.STOP, Timings(), reasoning_tokens=0, thinking_capped=False
+    ),
+]
+
+
+@pytest.mark.parametrize("value", EXAMPLES, ids=lambda v: type(v).__name__)
+def test_values_are_frozen_slotted_equal_by_value_and_hashable(value: Any) -> None:
+    assert not hasattr(value, "__dict__")
+    field = dataclasses.fields(value)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, field, None)
+    copy = dataclasses.replace(value)
+    assert copy == value and copy is not value
+    assert hash(copy) == hash(value)
+    assert pickle.loads(pickle.dumps(value)) == value
+
+
+@pytest.mark.parametrize("value", EXAMPLES, ids=lambda v: type(v).__name__)
+def test_values_match_positionally_in_field_order(value: Any) -> None:
+    names = [f.name for f in dataclasses.fields(value)]
+    assert type(value).__match_args__ == tuple(names)
+
+
+def test_match_on_events_reads_naturally() -> None:
+    def describe(event: Any) -> str:
+        match event:
+            case Content(text):
+                return f"content {text}"
+            case Progress(total, cache, processed):
+                return f"{processed}/{total} ({cache} cached)"
+            case ToolCallDelta(index, _, name, arguments):
+                return f"call {index} {name} {arguments}"
+        return "other"
+
+    assert describe(Content("hi")) == "content hi"
+    assert describe(Progress(10, 2, 5)) == "5/10 (2 cached)"
+    assert describe(ToolCallDelta(1, None, "f", "{")) == "call 1 f {"
+
+
+def test_defaults_of_assistant_timings_and_chat_request() -> None:
+    assert Assistant() == Assistant(None, None, ())
+    assert Timings() == Timings(0, 0, 0)
+    req = ChatRequest(slot=0, messages=[User("x")])
+    assert req.tools == () and req.thinking is False
+
+
+def test_tool_schema_with_a_dict_compares_but_is_not_hashable() -> None:
+    # "hashable where their fields are": a dict of parameters is not.
+    schema = ToolSchema("f", "d", {"type": "object"})
+    assert schema == ToolSchema("f", "d", {"type": "object"})
+    with pytest.raises(TypeError):
+        hash(schema)
+
+
+def test_finish_reason_values() -> None:
+    assert [r.value for r in FinishReason] == ["stop", "tool_calls", "length"]
+    assert FinishReason("tool_calls") is FinishReason.TOOL_CALLS
+
+
+def test_done_is_the_only_instance_of_done() -> None:
+    assert Done() is DONE
+    assert pickle.loads(pickle.dumps(DONE)) is DONE
+    assert repr(DONE) == "DONE"
+    assert DONE != "[DONE]"
+
+
+def test_error_hierarchy() -> None:
+    for cls in (SseIoError, SseTimeoutError, TruncatedError, LineTooLongError, NotUtf8Error):
+        assert issubclass(cls, SseError)
+    assert issubclass(SseTimeoutError, TimeoutError)
+    for cls in (
+        BusyError,
+        ConnectError,
+        WaitTimeoutError,
+        LoadTimeoutError,
+        StalledError,
+        StreamClosedEarlyError,
+        ThinkingOverrunError,
+        HttpError,
+        ProtocolError,
+    ):
+        assert issubclass(cls, InferError)
+        assert not issubclass(cls, SseError)
+
+
+def test_errors_keep_what_they_carry_and_say_it_in_one_sentence() -> None:
+    oserr = ConnectionRefusedError(111, "Connection refused")
+    io = SseIoError(oserr)
+    assert io.error is oserr and io.__cause__ is oserr
+    conn = ConnectError(oserr, "http://127.0.0.1:9")
+    assert conn.error is oserr and "127.0.0.1:9" in str(conn)
+    assert LineTooLongError(64).limit == 64 and "64" in str(LineTooLongError(64))
+    assert "b'\\xff'" in str(NotUtf8Error(b"\xff"))
+    http = HttpError(400, '{"error":{"code":400,"message":"bad slot","type":"x"}}')
+    assert (http.status, http.message) == (400, "bad slot")
+    assert str(http) == "the server answered 400: bad slot"
+    assert "<html>" in str(HttpError(502, "<html>bad gateway</html>"))
+    assert str(ProtocolError("chunk has no choices")) == "chunk has no choices"
+    for err in (io, conn, http, LineTooLongError(3), TruncatedError(b"da"), StalledError(2.0)):
+        again = pickle.loads(pickle.dumps(err))
+        assert type(again) is type(err) and str(again) == str(err)
+        assert "\n" not in str(err)
+
+
+def test_a_long_value_in_a_message_is_cut() -> None:
+    err = HttpError(500, "x" * 100_000)
+    assert len(str(err)) < 400
+    assert "100000" in str(err)
+
+
+def test_top_level_exports_exactly_all() -> None:
+    assert sorted(llamafast.__all__) == sorted(set(llamafast.__all__))
+    for name in llamafast.__all__:
+        assert hasattr(llamafast, name), name
