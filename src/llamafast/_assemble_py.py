@@ -1,35 +1,440 @@
 """The assembler, pure twin (07-llama-assemble.md plus API.md's error payload).
 
-SKELETON: to be written.
+Each payload is parsed by the stdlib's C JSON scanner, made as strict as simdjson by cheap byte
+searches that send only suspicious payloads down slow exact checks; then only the fields the rules
+need are read. A push is all or nothing: the chunk is checked whole, then folded into the state.
 """
 
 from __future__ import annotations
 
-from ._values import ChatEvent, Completion
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
+from ._values import (
+    ChatEvent,
+    Completion,
+    Content,
+    FinishReason,
+    Progress,
+    Reasoning,
+    Timings,
+    ToolCall,
+    ToolCallDelta,
+)
+
+__all__ = ["MAX_DEPTH", "Assembler"]
+
+MAX_DEPTH: Final = 256
+"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1);
+both twins reject deeper payloads (simdjson's parser is built with this limit)."""
+
+_INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (COMMON.md, Assembler)
+_JSON_INT_MIN: Final = -(1 << 63)  # the integers simdjson can hold: int64 or uint64
+_JSON_INT_MAX: Final = (1 << 64) - 1
+
+_FINISH: Final = {  # 07 rule 6: the only finish reasons
+    "stop": FinishReason.STOP,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "length": FinishReason.LENGTH,
+}
+
+_ABSENT: Final[Any] = object()  # a key that is not there (null is a value)
+
+
+# --- strict JSON (COMMON.md, Assembler: "Strict") --------------------------------------------
+# json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
+# surrogate escapes and any nesting Python's stack allows; simdjson rejects all of them.
+# NaN/Infinity go through parse_constant, which costs nothing on valid input. For the rest, one
+# translate of the payload's bytes marks what could be a problem: digits become "0", "E" "e",
+# "D" "d", "[" "{", and signs vanish. Then:
+#   "0" * 19     a run of 19 digits: an integer beyond int64/uint64 needs one, and so does a
+#                float that overflows without an exponent (309 digits);
+#   "e000"       an exponent of 3 or more digits: every other float is below 1e117;
+#   "\\ud"       a \uDxxx escape, the only way to write a surrogate in valid UTF-8;
+#   "{" * 257    more than MAX_DEPTH opening brackets, needed to nest that deep.
+# Only a payload that shows one of them pays for the exact check (integer and float hooks, or a
+# walk of the parsed value); strings that merely look like that pass the exact check.
+
+_MARKS: Final = bytes.maketrans(b"0123456789ED[", b"0000000000ed{")
+_DIGIT_RUN: Final = b"0" * 19
+_LONG_EXPONENT: Final = b"e000"
+_SURROGATE_ESCAPE: Final = b"\\ud"
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _int_in_range(text: str) -> int:
+    value = int(text)
+    if not _JSON_INT_MIN <= value <= _JSON_INT_MAX:
+        raise ValueError(f"the integer {text[:40]} is out of range")
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+# The decoder's C scanner (typeshed does not declare the attribute): (text, index) -> (value, end).
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_CHECKED: Final = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int_in_range
+)
+
+
+def _parse(text: str, raw: bytes) -> Any:
+    """`text` (whose UTF-8 is `raw`) parsed as strictly as simdjson would; ValueError if not."""
+    marks = raw.translate(_MARKS, b"+-")
+    if _DIGIT_RUN in marks or _LONG_EXPONENT in marks:
+        value = _CHECKED.decode(text)
+    else:
+        try:
+            value, end = _SCAN(text, 0)  # the C scanner alone: no Python frame on the way
+        except StopIteration:
+            end = -1
+        if end != len(text):  # white space around it, or not JSON: the full, reporting path
+            value = _DECODER.decode(text)
+    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH:
+        if _depth(value) > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH}")
+    if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(value):
+        raise ValueError("a lone surrogate escape")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in `value` (a scalar is 0); iterative, any depth."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in node)
+    return deepest
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether a key or string in `value` holds a surrogate: json leaves an escaped one lone
+    (a valid pair becomes one character) and UTF-8 cannot carry one."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii() and _SURROGATE.search(node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def _bad(what: str, payload: str | bytes) -> ProtocolError:
+    """COMMON.md: every ProtocolError says what was wrong and shows a cut of the payload."""
+    return ProtocolError(f"{what}: {cut(payload)}")
+
+
+def _kind(value: Any) -> str:
+    """The JSON kind of a value, for messages (the same words as the Cython twin's)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    return "null"
+
+
+def _count(value: Any, where: str, payload: str | bytes) -> int:
+    """A count (COMMON.md): an integer, not bool or float, with 0 <= n <= 2**63-1."""
+    if type(value) is not int:
+        raise _bad(f'"{where}" is {_kind(value)}, not an integer', payload)
+    if value < 0:
+        raise _bad(f'"{where}" is negative: {value}', payload)
+    if value > _INT_MAX:
+        raise _bad(f'"{where}" is out of range: {value}', payload)
+    return value
 
 
 class Assembler:
-    def __init__(self) -> None:
-        raise NotImplementedError
+    """Folds streamed chunks into a Completion (07-llama-assemble.md; API.md, The assembler)."""
 
-    def push(self, data: str | bytes) -> list[ChatEvent]:
-        raise NotImplementedError
+    __slots__ = (
+        "_calls",
+        "_content",
+        "_finish_reason",
+        "_id",
+        "_in_reasoning",
+        "_reasoning",
+        "_reasoning_tokens",
+        "_timings",
+    )
+
+    def __init__(self) -> None:
+        self._id: str | None = None
+        self._timings: tuple[int, int, int] = (0, 0, 0)  # cache_n, prompt_n, predicted_n
+        self._reasoning_tokens = 0
+        self._in_reasoning = False
+        self._finish_reason: FinishReason | None = None
+        self._content: list[str] = []  # the text pieces, joined by finish()
+        self._reasoning: list[str] = []
+        self._calls: list[list[Any]] = []  # one [id, name, [argument pieces]] per tool call
 
     @property
     def id(self) -> str | None:
-        raise NotImplementedError
+        return self._id
 
     @property
     def reasoning_tokens(self) -> int:
-        raise NotImplementedError
+        return self._reasoning_tokens
 
     @property
     def in_reasoning(self) -> bool:
-        raise NotImplementedError
+        return self._in_reasoning
 
     @property
     def is_finished(self) -> bool:
-        raise NotImplementedError
+        return self._finish_reason is not None
+
+    def push(self, data: str | bytes) -> list[ChatEvent]:
+        """One `data:` payload (str or UTF-8 bytes): the events it stands for, in order."""
+        if isinstance(data, str):
+            text = data
+            try:
+                raw = data.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: no valid JSON text holds one
+                raise _bad("the chunk is not valid JSON (a lone surrogate)", data) from None
+        elif isinstance(data, bytes):
+            raw = data
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _bad(f"the chunk is not valid UTF-8 ({err.reason})", data) from None
+        else:
+            raise TypeError(f"push takes str or bytes, not {type(data).__name__}")
+        try:
+            chunk = _parse(text, raw)
+        except (ValueError, RecursionError) as err:
+            raise _bad(f"the chunk is not valid JSON ({err})", data) from None
+        if type(chunk) is not dict:  # 07 rule 6: a JSON object of this shape
+            raise _bad(f"the chunk is {_kind(chunk)}, not a JSON object", data)
+
+        # API.md, The assembler: the server failed after the stream started.
+        error = chunk.get("error")
+        if type(error) is dict:
+            code = error.get("code")
+            raise HttpError(code if type(code) is int else 500, text)
+
+        choices = chunk.get("choices", _ABSENT)
+        if type(choices) is not list:
+            if choices is _ABSENT:
+                raise _bad('the chunk has no "choices"', data)
+            raise _bad(f'"choices" is {_kind(choices)}, not an array', data)
+
+        # COMMON.md: the first chunk carrying an id sets it; every id must be a string.
+        new_id = None
+        cid = chunk.get("id", _ABSENT)
+        if cid is not _ABSENT:
+            if type(cid) is not str:
+                raise _bad(f'"id" is {_kind(cid)}, not a string', data)
+            if self._id is None:
+                new_id = cid
+
+        # 07 rule 3: the latest timings replace the previous ones; missing counts are 0.
+        timings = chunk.get("timings", _ABSENT)
+        if timings is _ABSENT:
+            counts = self._timings
+        else:
+            if type(timings) is not dict:
+                raise _bad(f'"timings" is {_kind(timings)}, not an object', data)
+            cache_n = timings.get("cache_n", 0)
+            prompt_n = timings.get("prompt_n", 0)
+            predicted_n = timings.get("predicted_n", 0)
+            if not (
+                type(cache_n) is int
+                and type(prompt_n) is int
+                and type(predicted_n) is int
+                and 0 <= cache_n <= _INT_MAX
+                and 0 <= prompt_n <= _INT_MAX
+                and 0 <= predicted_n <= _INT_MAX
+            ):
+                _count(cache_n, "timings.cache_n", data)
+                _count(prompt_n, "timings.prompt_n", data)
+                _count(predicted_n, "timings.predicted_n", data)
+            counts = (cache_n, prompt_n, predicted_n)
+
+        # 07 rule 1: Progress first.
+        events: list[ChatEvent] = []
+        progress = chunk.get("prompt_progress", _ABSENT)
+        if progress is not _ABSENT:
+            events.append(_progress(progress, data))
+
+        # 07 rule 1: then per choice Reasoning, Content, one ToolCallDelta per tool_calls entry.
+        ncalls = len(self._calls)
+        finish_reason = self._finish_reason
+        in_reasoning = self._in_reasoning
+        reasoned = False
+        for choice in choices:
+            if type(choice) is not dict:
+                raise _bad(f"a choice is {_kind(choice)}, not an object", data)
+            reason = choice.get("finish_reason")
+            if reason is not None:  # 07 rule 6: one of the three, or null
+                if type(reason) is not str:
+                    raise _bad(f'"finish_reason" is {_kind(reason)}, not a string', data)
+                if reason not in _FINISH:
+                    raise _bad(f'unknown "finish_reason" {reason!r}', data)
+                finish_reason = _FINISH[reason]
+            delta = choice.get("delta")
+            if delta is None:  # COMMON.md: missing or null is an empty delta
+                continue
+            if type(delta) is not dict:
+                raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
+            piece = delta.get("reasoning_content")
+            if piece is not None:
+                if type(piece) is not str:
+                    raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
+                if piece:  # 07 rule 1: empty text, no event
+                    events.append(Reasoning(piece))
+                    in_reasoning = reasoned = True  # 07 rule 4
+            piece = delta.get("content")
+            if piece is not None:
+                if type(piece) is not str:
+                    raise _bad(f'"content" is {_kind(piece)}, not a string', data)
+                if piece:
+                    events.append(Content(piece))
+                    in_reasoning = False  # 07 rule 4: answer text
+            calls = delta.get("tool_calls")
+            if calls is not None:
+                if type(calls) is not list:
+                    raise _bad(f'"tool_calls" is {_kind(calls)}, not an array', data)
+                for entry in calls:
+                    call = _tool_call_delta(entry, ncalls, data)
+                    events.append(call)
+                    in_reasoning = False  # 07 rule 4: a tool-call piece
+                    if call.index == ncalls:
+                        ncalls += 1
+
+        # The whole chunk is valid: fold it in.
+        if new_id is not None:
+            self._id = new_id
+        self._timings = counts
+        if reasoned:  # 07 rule 4: the latest timings' predicted_n, timings updated first
+            self._reasoning_tokens = counts[2]
+        self._in_reasoning = in_reasoning
+        self._finish_reason = finish_reason
+        for event in events:
+            if type(event) is Content:
+                self._content.append(event.text)
+            elif type(event) is Reasoning:
+                self._reasoning.append(event.text)
+            elif type(event) is ToolCallDelta:
+                self._fold_tool_call(event)
+        return events
+
+    def _fold_tool_call(self, delta: ToolCallDelta) -> None:
+        """07 rule 2: arguments concatenated; id and name from the first piece that has them."""
+        if delta.index == len(self._calls):
+            self._calls.append([delta.id, delta.name, [delta.arguments]])
+            return
+        call = self._calls[delta.index]
+        if call[0] is None:
+            call[0] = delta.id
+        if call[1] is None:
+            call[1] = delta.name
+        call[2].append(delta.arguments)
 
     def finish(self, thinking_capped: bool = False) -> Completion:
-        raise NotImplementedError
+        """The Completion (07 rule 5): StreamClosedEarlyError without a finish_reason,
+        ProtocolError without an id or with a tool call that never got an id or a name."""
+        if self._finish_reason is None:
+            raise StreamClosedEarlyError()
+        if self._id is None:
+            raise ProtocolError("the stream finished but no chunk carried an id")
+        calls = []
+        for i, (call_id, name, pieces) in enumerate(self._calls):
+            if call_id is None:
+                raise ProtocolError(f"tool call {i} never got an id")
+            if name is None:
+                raise ProtocolError(f"tool call {i} never got a name")
+            calls.append(ToolCall(call_id, name, "".join(pieces)))
+        return Completion(
+            self._id,
+            "".join(self._content) if self._content else None,  # 07 rule 2: None if no text
+            "".join(self._reasoning) if self._reasoning else None,
+            tuple(calls),
+            self._finish_reason,
+            Timings(*self._timings),
+            self._reasoning_tokens,
+            thinking_capped,
+        )
+
+
+def _progress(progress: Any, payload: str | bytes) -> Progress:
+    """COMMON.md: prompt_progress is an object whose total, cache and processed are counts."""
+    if type(progress) is not dict:
+        raise _bad(f'"prompt_progress" is {_kind(progress)}, not an object', payload)
+    counts = []
+    for name in ("total", "cache", "processed"):
+        value = progress.get(name, _ABSENT)
+        if value is _ABSENT:
+            raise _bad(f'"prompt_progress" has no "{name}"', payload)
+        counts.append(_count(value, f"prompt_progress.{name}", payload))
+    return Progress(*counts)
+
+
+def _tool_call_delta(entry: Any, ncalls: int, payload: str | bytes) -> ToolCallDelta:
+    """One tool_calls entry as a ToolCallDelta (07 rules 1 and 6); `ncalls` calls exist so far."""
+    if type(entry) is not dict:
+        raise _bad(f"a tool call is {_kind(entry)}, not an object", payload)
+    index = entry.get("index", _ABSENT)
+    if index is _ABSENT:
+        raise _bad('a tool call has no "index"', payload)
+    # 07 rule 6 / issue 2: the index comes from the server; never trusted as a list index.
+    if type(index) is not int:
+        raise _bad(f'tool call "index" is {_kind(index)}, not an integer', payload)
+    if index < 0:
+        raise _bad(f'tool call "index" {index} is negative', payload)
+    if index > ncalls:
+        raise _bad(f'tool call "index" {index} skips ahead: only {ncalls} calls so far', payload)
+    call_id = entry.get("id")
+    if call_id is not None and type(call_id) is not str:
+        raise _bad(f'tool call "id" is {_kind(call_id)}, not a string', payload)
+    name = None
+    arguments = ""
+    function = entry.get("function")
+    if function is not None:
+        if type(function) is not dict:
+            raise _bad(f'tool call "function" is {_kind(function)}, not an object', payload)
+        name = function.get("name")
+        if name is not None and type(name) is not str:
+            raise _bad(f'tool call "name" is {_kind(name)}, not a string', payload)
+        args = function.get("arguments")
+        if args is not None:
+            if type(args) is not str:
+                raise _bad(f'tool call "arguments" is {_kind(args)}, not a string', payload)
+            arguments = args
+    return ToolCallDelta(index, call_id, name, arguments)

@@ -1,40 +1,201 @@
-"""Events and Assembler fused: the whole response in one loop, pure twin.
-
-SKELETON: to be written.
+"""Events and Assembler fused: the whole response in one loop, pure twin (API.md, The whole
+response in one loop; COMMON.md, ChatStream). Items go one by one from the SSE reader to the
+assembler and their events are handed out in order; the first error is latched and raised again.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from collections.abc import AsyncIterable
+from types import TracebackType
 from typing import Any
 
-from ._sse_py import MAX_LINE
+from ._assemble_py import Assembler
+from ._sse_py import MAX_LINE, Events, aiter_events
 from ._values import ChatEvent, Completion
 
+__all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
 
-class ChatStream:
+_NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
+_CLOSED = "the stream was closed before it ended"
+
+
+class _State:
+    """What the sync and async streams share: the assembler, the events not yet handed out, the
+    outcome (a Completion or a latched error) and the read-only state for the client."""
+
+    __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_error", "_pending")
+
+    def __init__(self) -> None:
+        self._assembler = Assembler()
+        self._pending: list[ChatEvent] = []  # the current item's events not handed out, reversed
+        self._completion: Completion | None = None
+        self._error: Exception | None = None
+        self._ended = False  # iteration is over: it ended cleanly, or the stream was closed
+        self._closed = False
+
+    @property
+    def completion(self) -> Completion:
+        """The Completion once iteration has ended cleanly (COMMON.md, ChatStream)."""
+        if self._completion is not None:
+            return self._completion
+        if self._error is not None:
+            raise self._error
+        raise RuntimeError(_CLOSED if self._closed else _NOT_ENDED)
+
+    @property
+    def id(self) -> str | None:
+        return self._assembler.id
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return self._assembler.reasoning_tokens
+
+    @property
+    def in_reasoning(self) -> bool:
+        return self._assembler.in_reasoning
+
+    @property
+    def is_finished(self) -> bool:
+        return self._assembler.is_finished
+
+    def _handout(self, events: list[ChatEvent]) -> ChatEvent:
+        """The first of a non-empty `events`; the others wait in `_pending`."""
+        if len(events) == 1:
+            return events[0]
+        events.reverse()
+        self._pending = events
+        return events.pop()
+
+    def _mark_closed(self) -> bool:
+        """Stop the iteration; whether this is the first close."""
+        first = not self._closed
+        self._closed = self._ended = True
+        self._pending = []
+        return first
+
+
+class ChatStream(_State):
+    """The ChatEvents of a blocking reader's response, in order; then `.completion`."""
+
+    __slots__ = ("_next_item", "_reader")
+
     def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
-        raise NotImplementedError
+        super().__init__()
+        self._reader = reader
+        self._next_item = Events(reader, max_line).next_item
 
-    def __iter__(self) -> Iterator[ChatEvent]:
-        raise NotImplementedError
+    def __iter__(self) -> ChatStream:
+        return self
 
-    @property
-    def completion(self) -> Completion:
-        raise NotImplementedError
+    def __next__(self) -> ChatEvent:
+        if self._pending:
+            return self._pending.pop()
+        if self._error is not None:
+            raise self._error  # COMMON.md: errors are latched
+        if self._ended:
+            raise StopIteration
+        next_item = self._next_item
+        push = self._assembler.push
+        try:
+            while True:
+                item = next_item()
+                # COMMON.md: DONE ends the iteration (nothing after it is read); so does a clean
+                # end of the body, and then finish() decides (API.md: StreamClosedEarlyError).
+                if type(item) is not str:  # None or DONE
+                    break
+                events = push(item)
+                if events:
+                    return self._handout(events)
+            completion = self._assembler.finish()
+        except Exception as err:
+            self._error = err
+            raise
+        self._completion = completion
+        self._ended = True
+        raise StopIteration
+
+    def close(self) -> None:
+        """Close the reader (if it has close()); iteration stops."""
+        if self._mark_closed():
+            close = getattr(self._reader, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> ChatStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
-class AsyncChatStream:
+class AsyncChatStream(_State):
+    """The same over an async byte source (httpx `aiter_bytes`, aiohttp `iter_any`)."""
+
+    __slots__ = ("_items", "_source")
+
     def __init__(self, source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> None:
-        raise NotImplementedError
+        super().__init__()
+        self._source = source
+        self._items = aiter_events(source, max_line)
 
-    def __aiter__(self) -> AsyncIterator[ChatEvent]:
-        raise NotImplementedError
+    def __aiter__(self) -> AsyncChatStream:
+        return self
 
-    @property
-    def completion(self) -> Completion:
-        raise NotImplementedError
+    async def __anext__(self) -> ChatEvent:
+        if self._pending:
+            return self._pending.pop()
+        if self._error is not None:
+            raise self._error
+        if self._ended:
+            raise StopAsyncIteration
+        items = self._items
+        push = self._assembler.push
+        try:
+            while True:
+                try:
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    break
+                if type(item) is not str:  # DONE
+                    break
+                events = push(item)
+                if events:
+                    return self._handout(events)
+            completion = self._assembler.finish()
+        except Exception as err:
+            self._error = err
+            raise
+        self._completion = completion
+        self._ended = True
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Close the source (if it has aclose()); iteration stops."""
+        if self._mark_closed():
+            close_items = getattr(self._items, "aclose", None)
+            if callable(close_items):
+                await close_items()
+            close = getattr(self._source, "aclose", None)
+            if callable(close):
+                await close()
+
+    async def __aenter__(self) -> AsyncChatStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def aiter_chat(source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncChatStream:
+    """`async for event in aiter_chat(source)`, then `.completion` (API.md)."""
     return AsyncChatStream(source, max_line)
