@@ -1,0 +1,540 @@
+"""`python -m llamafast replay|chat`: watch a chat completion stream the way a person wants to.
+
+One display (`LiveView` for people, `JsonView` for scripts) takes ChatEvents as they come and the
+Completion at the end; `replay` feeds it from a recorded HTTP response (decoded by the standard
+library's http.client over a file, then ChatStream), `chat` from a live `Client.stream`. Every
+failure ends as one line on stderr and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import http.client
+import importlib
+import importlib.resources
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from typing import IO, Any
+
+import llamafast
+
+from ._config import Config
+from ._errors import SHOW, HttpError, InferError, SseError
+from ._values import (
+    ChatEvent,
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Content,
+    Progress,
+    Queued,
+    Reasoning,
+    Retrying,
+    System,
+    ThinkingCapped,
+    ToolCallDelta,
+    User,
+    Waiting,
+)
+
+__all__ = ["JsonView", "LiveView", "main"]
+
+PROG = "llamafast"
+RECORDINGS = "_recordings"
+DEFAULT_RECORDING = "reasoning_then_content"
+"""The bundled recording replayed when no FILE is given: reasoning, then the answer."""
+
+# Model output may hold control characters (random weights produce them; see fixtures/INDEX.md):
+# shown raw they would move the cursor or inject terminal escapes. Show them as `\xNN` escapes;
+# tab and newline stay what they are.
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
+
+# ANSI styles for a terminal.
+_RESET = "\x1b[0m"
+_DIM_ITALIC = "\x1b[2;3m"  # reasoning
+_DIM = "\x1b[2m"
+_BOLD = "\x1b[1m"
+_CYAN = "\x1b[36m"
+_CLEAR_LINE = "\r\x1b[2K"
+
+
+class CliError(Exception):
+    """A failure reported as one line, `kind: message`, with exit status 1."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(kind, message)
+        self.kind = kind
+        # one short line, whatever the server or the file said
+        text = " ".join(message.split()).translate(_CONTROLS)
+        self.message = text if len(text) <= SHOW else f"{text[:SHOW]}..."
+
+    @classmethod
+    def of(cls, err: BaseException, prefix: str = "") -> CliError:
+        return cls(type(err).__name__, prefix + (str(err) or repr(err)))
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+# --- the display --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Stats:
+    """What the summary tells beside the Completion."""
+
+    events: int = 0
+    parse_s: float | None = None  # time spent inside the parser (replay)
+    wall_s: float | None = None  # time from request to completion (chat)
+
+
+class LiveView:
+    """Events as text a person watches: reasoning set apart, tool calls as they assemble.
+
+    `live` (a terminal): status lines (prompt progress, queued, waiting) are rewritten in place
+    with `\\r`; otherwise only a status's last state is printed, as a line of its own. `color`:
+    reasoning dim and italic, tool-call arguments cyan, markers dim. Every section (thinking,
+    answer, each tool call) opens with a marker line, so the plain output reads the same.
+    """
+
+    def __init__(self, out: IO[str], *, live: bool, color: bool, flush: bool) -> None:
+        self.out = out
+        self.live = live
+        self.color = color
+        self.flush = flush
+        # the open section: "reasoning", "content", a tool-call index, or ("status", kind)
+        self.section: object = None
+        self.styled = False  # an ANSI style is on for the open section
+        self.status = ""  # the status line on show (Progress / Queued / Waiting)
+        self.column = 0  # characters on the current output line (0: at a line start)
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            end = text.rfind("\n")
+            self.column = len(text) - end - 1 if end >= 0 else self.column + len(text)
+
+    def _line(self, text: str, style: str) -> None:
+        """`text` on a line of its own."""
+        if self.column:
+            self._write("\n")
+        self._write(f"{style}{text}{_RESET}\n" if self.color else f"{text}\n")
+
+    def _leave(self) -> None:
+        """End the open section: reset its style, make a status final, end an open line."""
+        if self.styled:
+            self.out.write(_RESET)
+            self.styled = False
+        if self.status and not self.live:
+            self._write(self.status)
+        if self.column:
+            self._write("\n")
+        self.section = None
+        self.status = ""
+
+    def _enter(self, section: object, title: str | None, style: str = "") -> None:
+        if self.section == section:
+            return
+        self._leave()
+        self.section = section
+        if title is not None:
+            self._line(f"── {title} ──" if self.color else f"--- {title} ---", _DIM)
+        if style and self.color:
+            self.out.write(style)
+            self.styled = True
+
+    def _show_status(self, kind: object, line: str) -> None:
+        """A status line: rewritten in place while the same `kind` of status goes on."""
+        self._enter(("status", kind), None)
+        self.status = line
+        if self.live:
+            self.out.write(_CLEAR_LINE + line)
+            self.column = len(line)
+
+    def _notice(self, line: str) -> None:
+        """A one-off notice (a retry, the thinking cap) on a line of its own."""
+        self._leave()
+        self._line(line, _BOLD)
+
+    def event(self, ev: ChatEvent) -> None:
+        match ev:
+            case Progress(total, cache, processed):
+                self._show_status(Progress, _progress_line(total, cache, processed, bar=self.live))
+            case Reasoning(text):
+                self._enter("reasoning", "thinking", _DIM_ITALIC)
+                self._write(text.translate(_CONTROLS))
+            case Content(text):
+                self._enter("content", "answer")
+                self._write(text.translate(_CONTROLS))
+            case ToolCallDelta(index, call_id, name, arguments):
+                title = f"tool call {index}"
+                if name is not None:
+                    title += f": {name}"
+                if call_id is not None:
+                    title += f" (id {call_id})"
+                self._enter(index, title, _CYAN)
+                self._write(arguments.translate(_CONTROLS))
+            case Queued(ahead):
+                plural = "request" if ahead == 1 else "requests"
+                self._show_status(Queued, f"queued: {ahead} earlier {plural} for this slot")
+            case Waiting(slot_busy):
+                why = "the slot is busy on the server" if slot_busy else "the model is loading"
+                self._show_status(ev, f"waiting: {why}")
+            case Retrying(attempt, after_ms, error):
+                self._notice(f"retry {attempt} in {after_ms} ms: {' '.join(error.split())}")
+            case ThinkingCapped(tokens):
+                self._notice(f"thinking capped after {tokens} reasoning tokens")
+        if self.flush:
+            self.out.flush()
+
+    def done(self, completion: Completion, stats: Stats) -> None:
+        self._leave()
+        self._line("── done ──" if self.color else "--- done ---", _DIM)
+        t = completion.timings
+        rows = [
+            ("finish reason", completion.finish_reason.value),
+            ("prompt", f"{_tokens(t.prompt_n)} processed, {t.cache_n} from the cache"),
+            ("predicted", f"{_tokens(t.predicted_n)} ({completion.reasoning_tokens} reasoning)"),
+        ]
+        if completion.thinking_capped:
+            rows.append(("thinking", "capped by the client"))
+        calls = completion.tool_calls
+        rows.append(("tool calls", ", ".join(c.name for c in calls) if calls else "none"))
+        rows.append(("id", completion.id))
+        timing = []
+        if stats.parse_s is not None:
+            per = stats.parse_s / stats.events * 1e6 if stats.events else 0.0
+            timing.append(f"parsed {stats.events} events in {stats.parse_s * 1e3:.2f} ms")
+            timing.append(f"{per:.1f} µs/event")
+        if stats.wall_s is not None:
+            timing.append(f"{stats.events} events in {stats.wall_s:.2f} s")
+        timing.append(f"{llamafast.IMPLEMENTATION} implementation")
+        rows.append(("time", ", ".join(timing)))
+        for key, value in rows:
+            self._write(f"{key:<14} {value.translate(_CONTROLS)}\n")
+        self.out.flush()
+
+    def fail(self, err: CliError) -> None:
+        """Close the display before the error line goes to stderr."""
+        self._leave()
+        self.out.flush()
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
+def _progress_line(total: int, cache: int, processed: int, *, bar: bool) -> str:
+    line = f"prompt: {processed}/{total} tokens ({cache} from the cache)"
+    if bar and total > 0:
+        width = 24
+        full = min(width, processed * width // total)
+        line = f"prompt [{'#' * full}{'.' * (width - full)}] {processed}/{total} ({cache} cached)"
+    return line
+
+
+def event_json(ev: ChatEvent) -> dict[str, Any]:
+    """`{"type": <snake_case kind>, <fields>}`, the format of fixtures/expected's events."""
+    name = type(ev).__name__
+    kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+    return {"type": kind, **{f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)}}
+
+
+def completion_json(completion: Completion) -> dict[str, Any]:
+    """The Completion in the format of fixtures/expected's `completion`."""
+    t = completion.timings
+    return {
+        "id": completion.id,
+        "content": completion.content,
+        "reasoning_content": completion.reasoning_content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in completion.tool_calls
+        ],
+        "finish_reason": completion.finish_reason.value,
+        "timings": {"cache_n": t.cache_n, "prompt_n": t.prompt_n, "predicted_n": t.predicted_n},
+        "reasoning_tokens": completion.reasoning_tokens,
+        "thinking_capped": completion.thinking_capped,
+    }
+
+
+class JsonView:
+    """One JSON object per line: each event, then `{"type": "completion", ...}` (for scripts).
+
+    The completion line holds the Completion's fields plus `implementation` and, for replay,
+    `parse_ms`; a failure is one `{"type": "error", "error": <class>, "message": ...}` line.
+    """
+
+    def __init__(self, out: IO[str], *, flush: bool) -> None:
+        self.out = out
+        self.flush = flush
+
+    def _line(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps(obj) + "\n")
+        if self.flush:
+            self.out.flush()
+
+    def event(self, ev: ChatEvent) -> None:
+        self._line(event_json(ev))
+
+    def done(self, completion: Completion, stats: Stats) -> None:
+        obj = {"type": "completion", **completion_json(completion)}
+        obj["implementation"] = llamafast.IMPLEMENTATION
+        if stats.parse_s is not None:
+            obj["parse_ms"] = round(stats.parse_s * 1e3, 3)
+        self._line(obj)
+        self.out.flush()
+
+    def fail(self, err: CliError) -> None:
+        self._line({"type": "error", "error": err.kind, "message": err.message})
+        self.out.flush()
+
+
+View = LiveView | JsonView
+
+
+def make_view(args: argparse.Namespace, out: IO[str], *, flush: bool) -> View:
+    if args.json:
+        return JsonView(out, flush=flush)
+    live = out.isatty()
+    color = {"always": True, "never": False}.get(
+        args.color, live and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
+    return LiveView(out, live=live or args.color == "always", color=color, flush=flush or live)
+
+
+def show(events: Iterator[ChatEvent], view: View, *, delay: float = 0.0) -> Stats:
+    """Hand every event of `events` to `view`; the time spent inside `events` is `parse_s`."""
+    stats = Stats()
+    clock = time.perf_counter
+    parse = 0.0
+    while True:
+        start = clock()
+        try:
+            ev = next(events)
+        except StopIteration:
+            parse += clock() - start
+            break
+        parse += clock() - start
+        stats.events += 1
+        view.event(ev)
+        if delay:
+            time.sleep(delay)
+    stats.parse_s = parse
+    return stats
+
+
+# --- replay -------------------------------------------------------------------------------
+
+
+class _FileSocket:
+    """Just enough of a socket for http.client.HTTPResponse: makefile() is the open file."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+
+    def makefile(self, *args: object, **kwargs: object) -> IO[bytes]:
+        return self.file
+
+
+def bundled() -> list[str]:
+    """The names of the recordings shipped inside the package."""
+    root = importlib.resources.files(llamafast) / RECORDINGS
+    return sorted(p.name.removesuffix(".http") for p in root.iterdir() if p.name.endswith(".http"))
+
+
+def open_recording(name: str | None) -> tuple[str, IO[bytes]]:
+    """The recording `name`: a file path, else a bundled recording's name; None: the default."""
+    if name is not None and (os.path.exists(name) or os.sep in name or name.endswith(".http")):
+        try:
+            return name, open(name, "rb")  # the caller closes it
+        except OSError as err:
+            raise CliError(type(err).__name__, f"cannot read {name!r}: {err.strerror}") from None
+    key = DEFAULT_RECORDING if name is None else name
+    if key not in bundled():
+        raise CliError(
+            "FileNotFoundError",
+            f"no file {key!r} and no bundled recording of that name "
+            f"(bundled: {', '.join(bundled())})",
+        )
+    resource = importlib.resources.files(llamafast) / RECORDINGS / f"{key}.http"
+    return f"{key} (bundled)", resource.open("rb")
+
+
+def open_response(label: str, file: IO[bytes]) -> http.client.HTTPResponse:
+    """The recorded response, its head read and checked: a 200 event stream, else CliError."""
+    response = http.client.HTTPResponse(_FileSocket(file))  # type: ignore[arg-type]
+    try:
+        response.begin()
+    except http.client.RemoteDisconnected:  # no status line at all
+        raise CliError("BadStatusLine", f"{label} is empty: not a recorded HTTP response") from None
+    except (http.client.HTTPException, ValueError) as err:
+        raise CliError.of(err, f"{label} is not a recorded HTTP response: ") from None
+    if response.status != 200:
+        try:
+            body = response.read().decode("utf-8", "replace")
+        except (http.client.HTTPException, OSError):
+            body = ""
+        raise CliError.of(HttpError(response.status, body))
+    kind = response.getheader("Content-Type", "")
+    if not kind.startswith("text/event-stream"):
+        raise CliError(
+            "ProtocolError", f"{label} is not an event stream (Content-Type: {kind or 'none'})"
+        )
+    return response
+
+
+def replay(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.list:
+        for name in bundled():
+            out.write(f"{name}{'  (default)' if name == DEFAULT_RECORDING else ''}\n")
+        return 0
+    view = make_view(args, out, flush=args.delay > 0)
+    with ExitStack() as stack:
+        label, file = open_recording(args.file)
+        stack.callback(file.close)
+        response = open_response(label, file)
+        stack.callback(response.close)
+        stream = llamafast.ChatStream(response)
+        try:
+            stats = show(iter(stream), view, delay=args.delay)
+            completion = stream.completion
+        except (SseError, InferError, http.client.HTTPException) as err:
+            raise _Failed(view, err) from None
+        view.done(completion, stats)
+    return 0
+
+
+# --- chat ---------------------------------------------------------------------------------
+
+
+def chat(args: argparse.Namespace, out: IO[str]) -> int:
+    try:
+        cfg = Config.from_toml(args.config) if args.config else Config()
+        infer = cfg.infer if args.url is None else dataclasses.replace(cfg.infer, url=args.url)
+        limits = cfg.limits
+        if args.max_tokens is not None:
+            limits = dataclasses.replace(limits, max_tokens=args.max_tokens)
+        if args.thinking_budget is not None:
+            limits = dataclasses.replace(limits, thinking_budget=args.thinking_budget)
+        cfg = Config(infer=infer, limits=limits)
+    except (OSError, ValueError) as err:
+        raise CliError.of(err, "bad configuration: ") from None
+    messages: list[ChatMessage] = [User(args.prompt)]
+    if args.system:
+        messages.insert(0, System(args.system))
+    req = ChatRequest(slot=args.slot, messages=messages, thinking=args.think)
+    try:  # imported here so that `replay` works whatever state the client is in
+        client_cls = importlib.import_module("llamafast._client").Client
+    except (ImportError, AttributeError) as err:
+        raise CliError.of(err, "the chat client is not available: ") from None
+    view = make_view(args, out, flush=True)
+    start = time.perf_counter()
+    try:
+        with client_cls(cfg).stream(req) as stream:
+            stats = Stats(events=0)
+            for ev in stream:
+                stats.events += 1
+                view.event(ev)
+            completion = stream.completion
+    except (SseError, InferError, OSError) as err:
+        raise _Failed(view, err) from None
+    stats.wall_s = time.perf_counter() - start
+    view.done(completion, stats)
+    return 0
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+class _Failed(CliError):
+    """A failure after the display opened: the view is closed before the error line."""
+
+    def __init__(self, view: View, err: BaseException) -> None:
+        super().__init__(type(err).__name__, str(err) or repr(err))
+        self.view = view
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog=PROG,
+        description="Watch llama-server chat completions stream: replay a recording, or chat.",
+    )
+    sub = top.add_subparsers(dest="command", metavar="{replay,chat}")
+
+    def display_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--json", action="store_true", help="one JSON object per event, then the completion"
+        )
+        p.add_argument(
+            "--color",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="terminal styling and in-place status lines (auto: when stdout is a terminal)",
+        )
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay a recorded HTTP response (the default: a bundled recording)",
+        description="Replay a recorded llama-server HTTP response through the parser.",
+    )
+    rp.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE.http",
+        help=f"a recorded response, or a bundled recording's name (default: {DEFAULT_RECORDING})",
+    )
+    rp.add_argument("--list", action="store_true", help="name the bundled recordings and exit")
+    rp.add_argument(
+        "--delay", type=float, default=0.0, metavar="S", help="pause S seconds after each event"
+    )
+    display_options(rp)
+    rp.set_defaults(run=replay)
+
+    cp = sub.add_parser(
+        "chat",
+        help="stream an answer from a running llama-server",
+        description="Stream a chat completion from a running llama-server.",
+    )
+    cp.add_argument("prompt", help="the user message")
+    cp.add_argument("--url", help="the server (default: the config's, http://127.0.0.1:8080)")
+    cp.add_argument("--slot", type=int, default=0, help="the server slot to use (default: 0)")
+    cp.add_argument("--think", action="store_true", help="let the model reason first")
+    cp.add_argument("--system", help="a system message")
+    cp.add_argument("--max-tokens", type=int, help="limits.max_tokens for this request")
+    cp.add_argument("--thinking-budget", type=int, help="reasoning tokens before reasoning_end")
+    cp.add_argument("--config", metavar="FILE.toml", help="read [infer] and [limits] from FILE")
+    display_options(cp)
+    cp.set_defaults(run=chat)
+    return top
+
+
+def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
+    """Run the command line; the exit status is returned (0 done, 1 failed, 2 usage)."""
+    out = sys.stdout if out is None else out
+    if out is sys.stdout and hasattr(out, "reconfigure"):
+        out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or words[0] not in ("replay", "chat", "-h", "--help"):
+        words.insert(0, "replay")  # replay is the main job
+    args = parser().parse_args(words)
+    try:
+        status: int = args.run(args, out)
+    except CliError as err:
+        if isinstance(err, _Failed):
+            err.view.fail(err)
+        elif args.json:
+            JsonView(out, flush=True).fail(err)
+        print(f"{PROG}: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `llamafast replay | head`: the reader left
+        sys.stderr.close()
+        return 1
+    return status

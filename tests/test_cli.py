@@ -1,0 +1,492 @@
+"""`python -m llamafast replay|chat`: the display, --json, and one line + exit 1 for each failure.
+
+Run: python -m pytest -q tests/test_cli.py
+
+In-process runs call `llamafast.__main__.main(argv, out)` with the twin of the `impl` fixture
+patched in; subprocess runs (`sys.executable -m llamafast`) prove the installed entry point and
+that no failure ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import llamafast
+from llamafast import (
+    Completion,
+    ConnectError,
+    Content,
+    FinishReason,
+    Progress,
+    Queued,
+    Reasoning,
+    Retrying,
+    ThinkingCapped,
+    Timings,
+    ToolCallDelta,
+    Waiting,
+    _cli,
+)
+from llamafast.__main__ import main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+STREAMS = [
+    "content_only",
+    "reasoning_then_content",
+    "tool_call",
+    "length",
+    "long_prompt_progress",
+    "usage_chunk",
+    "thinking_capped",
+]
+
+
+def expected(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / "expected" / f"{name}.json").read_text("utf-8"))
+
+
+def http_response(
+    body: bytes, status: str = "200 OK", content_type: str = "text/event-stream"
+) -> bytes:
+    """A raw HTTP/1.1 response carrying `body` in chunked encoding, as llama-server sends it."""
+    head = (
+        f"HTTP/1.1 {status}\r\nServer: llama.cpp\r\nContent-Type: {content_type}\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode()
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + 300]), body[i : i + 300])
+        for i in range(0, len(body), 300)
+    )
+    return head + chunks + b"0\r\n\r\n"
+
+
+CHUNK = (
+    '{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"hi"}}],'
+    '"created":1,"id":"chatcmpl-x","model":"m","object":"chat.completion.chunk"}'
+)
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def twin(impl: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """The CLI with `impl`'s ChatStream in place of the default one."""
+    monkeypatch.setattr(llamafast, "ChatStream", impl.ChatStream)
+    monkeypatch.setattr(llamafast, "IMPLEMENTATION", impl.IMPLEMENTATION)
+    return impl
+
+
+def run(
+    argv: list[str], capsys: pytest.CaptureFixture[str], out: io.StringIO | None = None
+) -> tuple[int, str, str]:
+    status = main(argv) if out is None else _cli.main(argv, out)
+    captured = capsys.readouterr()
+    return status, captured.out if out is None else out.getvalue(), captured.err
+
+
+def run_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llamafast", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})},
+        check=False,
+    )
+
+
+# --- replay: what a person sees -------------------------------------------------------------
+
+
+def test_default_replay_as_a_process_shows_reasoning_then_the_answer(
+    impl: types.SimpleNamespace,
+) -> None:
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    done = run_process(env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    want = expected("reasoning_then_content")["completion"]
+    out = done.stdout
+    thinking, answer, summary = (
+        out.index("--- thinking ---"),
+        out.index("--- answer ---"),
+        out.index("--- done ---"),
+    )
+    assert thinking < answer < summary
+    assert want["reasoning_content"].strip() in out[thinking:answer]
+    assert want["content"] in out[answer:summary]
+    assert "finish reason  stop" in out
+    assert f"{impl.IMPLEMENTATION} implementation" in out
+
+
+def test_replay_subcommand_named_explicitly_is_the_same(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def untimed(argv: list[str]) -> tuple[int, list[str], str]:
+        status, out, err = run(argv, capsys)
+        return status, [line for line in out.splitlines() if not line.startswith("time ")], err
+
+    assert untimed(["replay"]) == untimed([]) == untimed(["reasoning_then_content"])
+
+
+def test_summary_gives_the_counts_from_the_timings(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(["replay", "reasoning_then_content"], capsys)
+    assert (status, err) == (0, "")
+    # completion: timings cache_n 39, prompt_n 24, predicted_n 73; reasoning_tokens 41
+    assert "24 tokens processed, 39 from the cache" in out
+    assert "73 tokens (41 reasoning)" in out
+    assert "chatcmpl-NA0TUPGZKvZTMBHfNFEUaxrot4ae7FZy" in out
+    assert "parsed 69 events in" in out
+
+
+def test_tool_call_shows_name_then_arguments(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay", "tool_call"], capsys)
+    assert status == 0
+    call = expected("tool_call")["completion"]["tool_calls"][0]
+    marker = f"--- tool call 0: read_file (id {call['id']}) ---\n"
+    assert out.count(marker) == 1  # one header, however many pieces the call came in
+    after = out[out.index(marker) + len(marker) :]
+    assert after.startswith(call["arguments"] + "\n")  # the pieces joined, tab and newline kept
+    assert "tool calls     read_file" in out
+    assert "finish reason  tool_calls" in out
+
+
+def test_progress_is_one_final_line_when_not_a_terminal(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay", str(FIXTURES / "http" / "long_prompt_progress.http")], capsys)
+    assert status == 0
+    assert [line for line in out.splitlines() if line.startswith("prompt:")] == [
+        "prompt: 2116/2116 tokens (0 from the cache)"
+    ]
+    assert "\r" not in out and "\x1b" not in out
+
+
+def test_terminal_rewrites_progress_in_place_and_styles_reasoning(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay"], capsys, out=Tty())
+    assert status == 0
+    assert out.startswith("\r\x1b[2Kprompt [")
+    assert out.count("\r\x1b[2Kprompt [") == 2  # two Progress events, one line
+    assert out.count("\n", 0, out.index("thinking")) == 1
+    want = expected("reasoning_then_content")["completion"]["reasoning_content"]
+    assert f"{_cli._DIM_ITALIC}{want}" in out  # dim and italic, set apart from the answer
+
+
+def test_control_characters_in_model_text_are_shown_escaped() -> None:
+    out = Tty()
+    view = _cli.LiveView(out, live=True, color=True, flush=False)
+    view.event(Content("a\x1b[2Jb\x07\tc\nd\x9b"))
+    text = out.getvalue()
+    assert "\\x1b[2Jb\\x07\tc\nd\\x9b" in text
+    assert "\x1b[2J" not in text and "\x07" not in text
+
+
+# --- replay --json -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_json_lines_are_the_expected_events_and_completion(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    status, out, err = run(["replay", "--json", str(FIXTURES / "http" / f"{name}.http")], capsys)
+    assert (status, err) == (0, "")
+    lines = [json.loads(line) for line in out.splitlines()]
+    want = expected(name)
+    assert lines[:-1] == want["events"]
+    last = lines[-1]
+    assert last.pop("type") == "completion"
+    assert last.pop("implementation") == twin.IMPLEMENTATION
+    assert isinstance(last.pop("parse_ms"), float)
+    assert last == want["completion"]
+
+
+def test_json_of_the_default_as_a_process(impl: types.SimpleNamespace) -> None:
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    done = run_process("replay", "--json", env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[:-1] == expected("reasoning_then_content")["events"]
+    assert lines[-1]["type"] == "completion"
+    assert lines[-1]["implementation"] == impl.IMPLEMENTATION
+
+
+def test_event_json_names_every_event_kind() -> None:
+    assert [
+        _cli.event_json(ev)
+        for ev in (Queued(2), Waiting(True), Retrying(1, 200, "e"), ThinkingCapped(5))
+    ] == [
+        {"type": "queued", "ahead": 2},
+        {"type": "waiting", "slot_busy": True},
+        {"type": "retrying", "attempt": 1, "after_ms": 200, "error": "e"},
+        {"type": "thinking_capped", "tokens": 5},
+    ]
+    assert _cli.event_json(ToolCallDelta(0, None, None, "x")) == {
+        "type": "tool_call_delta",
+        "index": 0,
+        "id": None,
+        "name": None,
+        "arguments": "x",
+    }
+
+
+# --- the bundled recordings ------------------------------------------------------------------
+
+
+def test_list_names_the_bundled_recordings(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(["replay", "--list"], capsys)
+    assert status == 0
+    assert out.splitlines() == ["reasoning_then_content  (default)", "tool_call"]
+
+
+@pytest.mark.parametrize("name", ["reasoning_then_content", "tool_call"])
+def test_bundled_recordings_are_the_real_ones(name: str) -> None:
+    label, file = _cli.open_recording(name)
+    with file:
+        assert file.read() == (FIXTURES / "http" / f"{name}.http").read_bytes()
+    assert label == f"{name} (bundled)"
+
+
+# --- failures: one line, exit 1, never a traceback -------------------------------------------
+
+
+def failures(tmp: Path) -> list[tuple[str, str, str]]:
+    """(argument, error class in the line, a part of the message) for each way replay fails."""
+    whole = (FIXTURES / "http" / "content_only.http").read_bytes()
+    files = {
+        "not_http.http": b"[build-system]\nrequires = []\n",
+        "empty.http": b"",
+        "cut.http": whole[: len(whole) // 2],
+        "no_finish.http": http_response(f"data: {CHUNK}\n\n".encode()),
+        "bad_json.http": http_response(b'data: {"choices":[\n\n'),
+        "not_utf8.http": http_response(b"data: \xff\xfe\n\n"),
+        "html.http": http_response(b"<html></html>", content_type="text/html"),
+    }
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    http = FIXTURES / "http"
+    return [
+        (str(tmp / "missing.http"), "FileNotFoundError", "missing.http"),
+        ("no_such_recording", "FileNotFoundError", "bundled: reasoning_then_content, tool_call"),
+        (str(tmp / "not_http.http"), "BadStatusLine", "not a recorded HTTP response"),
+        (str(tmp / "empty.http"), "BadStatusLine", "empty"),
+        (str(tmp / "html.http"), "ProtocolError", "not an event stream (Content-Type: text/html)"),
+        (str(http / "get_health.http"), "ProtocolError", "not an event stream"),
+        (
+            str(http / "error_context_exceeded.http"),
+            "HttpError",
+            "answered 400: request (24765 tokens) exceeds",
+        ),
+        (str(http / "get_unknown_path.http"), "HttpError", "answered 404"),
+        (
+            str(http / "midstream_error.http"),
+            "HttpError",
+            "answered 500: The model produced output that does not match the expected",
+        ),
+        (str(tmp / "cut.http"), "TruncatedError", "ended inside a line"),
+        (str(tmp / "no_finish.http"), "StreamClosedEarlyError", "finish reason"),
+        (str(tmp / "bad_json.http"), "ProtocolError", ""),
+        (str(tmp / "not_utf8.http"), "NotUtf8Error", "UTF-8"),
+    ]
+
+
+def test_every_failure_is_one_line_and_status_1_in_process(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for arg, kind, part in failures(tmp_path):
+        status, out, err = run(["replay", arg], capsys)
+        assert status == 1, arg
+        assert err.endswith("\n") and err.count("\n") == 1, (arg, err)
+        assert err.startswith(f"llamafast: {kind}: "), (arg, err)
+        assert part in err, (arg, err)
+        assert out == "" or out.endswith("\n"), (arg, out)  # the display was closed first
+
+
+def test_every_failure_is_one_line_and_status_1_as_a_process(
+    impl: types.SimpleNamespace, tmp_path: Path
+) -> None:
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    kinds = {kind: (arg, part) for arg, kind, part in reversed(failures(tmp_path))}
+    for kind, (arg, part) in kinds.items():  # the first case of each kind (a process is slow)
+        done = run_process("replay", arg, env=env)
+        assert done.returncode == 1, (arg, done.stderr)
+        assert "Traceback" not in done.stderr + done.stdout
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"llamafast: {kind}: "), (
+            arg,
+            done.stderr,
+        )
+        assert part in done.stderr
+
+
+def test_midstream_error_shows_what_arrived_then_the_servers_message(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(["replay", str(FIXTURES / "http" / "midstream_error.http")], capsys)
+    assert status == 1
+    assert out == "prompt: 1008/1008 tokens (1007 from the cache)\n"
+    assert err == (
+        "llamafast: HttpError: the server answered 500: "
+        "The model produced output that does not match the expected peg-native format\n"
+    )
+
+
+def test_json_failure_ends_with_an_error_object(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(
+        ["replay", "--json", str(FIXTURES / "http" / "midstream_error.http")], capsys
+    )
+    assert status == 1
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[:-1] == expected("midstream_error")["events"]
+    assert lines[-1] == {
+        "type": "error",
+        "error": "HttpError",
+        "message": "the server answered 500: "
+        "The model produced output that does not match the expected peg-native format",
+    }
+    assert err.count("\n") == 1
+
+
+def test_unreadable_message_is_cut_and_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    garbage = tmp_path / "garbage.http"
+    garbage.write_bytes(b"\x1b[2J" + b"x" * 5000 + b"\n")
+    status, _, err = run(["replay", str(garbage)], capsys)
+    assert status == 1
+    assert "\x1b" not in err and len(err) < 400 and err.count("\n") == 1
+
+
+# --- chat: the same display over a Client ----------------------------------------------------
+
+COMPLETION = Completion(
+    id="chatcmpl-1",
+    content="Hi.",
+    reasoning_content="think",
+    tool_calls=(),
+    finish_reason=FinishReason.STOP,
+    timings=Timings(cache_n=1, prompt_n=2, predicted_n=3),
+    reasoning_tokens=1,
+    thinking_capped=True,
+)
+
+
+class FakeStream:
+    def __init__(self, events: list[Any], error: Exception | None) -> None:
+        self.events = events
+        self.error = error
+
+    def __enter__(self) -> FakeStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self.events
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def completion(self) -> Completion:
+        return COMPLETION
+
+
+@pytest.fixture
+def fake_client(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """A stand-in `llamafast._client` whose Client records its request and replays `events`."""
+    seen = types.SimpleNamespace(events=[], error=None, cfg=None, req=None)
+
+    class Client:
+        def __init__(self, cfg: Any) -> None:
+            seen.cfg = cfg
+
+        def stream(self, req: Any) -> FakeStream:
+            seen.req = req
+            return FakeStream(seen.events, seen.error)
+
+    monkeypatch.setitem(sys.modules, "llamafast._client", types.SimpleNamespace(Client=Client))
+    return seen
+
+
+def test_chat_shows_waiting_retries_and_the_thinking_cap(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_client.events = [
+        Queued(1),
+        Retrying(1, 200, "connection refused"),
+        Waiting(False),
+        Waiting(True),
+        Progress(10, 0, 10),
+        Reasoning("think"),
+        ThinkingCapped(1),
+        Content("Hi."),
+    ]
+    argv = ["chat", "--url", "http://127.0.0.1:9", "--slot", "1", "--think", "hello"]
+    status, out, err = run(argv, capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[:10] == [
+        "queued: 1 earlier request for this slot",
+        "retry 1 in 200 ms: connection refused",
+        "waiting: the model is loading",
+        "waiting: the slot is busy on the server",
+        "prompt: 10/10 tokens (0 from the cache)",
+        "--- thinking ---",
+        "think",
+        "thinking capped after 1 reasoning tokens",
+        "--- answer ---",
+        "Hi.",
+    ]
+    assert "capped by the client" in out
+    assert fake_client.cfg.infer.url == "http://127.0.0.1:9"
+    assert (fake_client.req.slot, fake_client.req.thinking) == (1, True)
+    assert fake_client.req.messages[-1].content == "hello"
+
+
+def test_chat_json(fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_client.events = [Waiting(True), Content("Hi.")]
+    status, out, _ = run(["chat", "--json", "hello"], capsys)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert status == 0
+    assert lines[:2] == [{"type": "waiting", "slot_busy": True}, {"type": "content", "text": "Hi."}]
+    assert lines[2]["type"] == "completion" and lines[2]["thinking_capped"] is True
+
+
+def test_chat_failure_is_one_line(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_client.events = [Content("par")]
+    fake_client.error = ConnectError(ConnectionRefusedError(111, "Connection refused"), "http://x")
+    status, out, err = run(["chat", "hello"], capsys)
+    assert status == 1
+    assert out.endswith("par\n")
+    assert err.startswith("llamafast: ConnectError: could not connect to the server http://x")
+    assert err.count("\n") == 1
+
+
+def test_chat_bad_url_is_one_line(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = run(["chat", "--url", "ftp://x", "hello"], capsys)
+    assert status == 1
+    assert err.startswith("llamafast: ValueError: bad configuration: infer.url must start with")
