@@ -7,7 +7,9 @@ The three pieces: `Events` / `SseDecoder` (the SSE reader), `build_body` (the re
 from typing import TYPE_CHECKING
 
 from . import pure
+from ._aclient import AsyncClient
 from ._body import build_body
+from ._client import Client
 from ._compat import IMPLEMENTATION, USE_EXTENSIONS
 from ._config import Config, InferConfig, Limits
 from ._errors import (
@@ -71,11 +73,13 @@ __all__ = [
     "Assembler",
     "Assistant",
     "AsyncChatStream",
+    "AsyncClient",
     "BusyError",
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",
     "ChatStream",
+    "Client",
     "Completion",
     "Config",
     "ConnectError",

@@ -1,0 +1,647 @@
+# A real HTTP/1.1 server on 127.0.0.1 replaying fixtures/http byte for byte, for the client tests.
+# Raw sockets and one thread per connection (every recorded response says `Connection: close`,
+# so each request is one connection); the tests steer it through plain attributes and `Reply`s.
+"""The replaying llama-server stand-in, usable from sync and async tests alike.
+
+Routing (method + path, query ignored):
+
+- `GET /health`: `get_health.http`; while loading `get_health_loading.http`, and
+  `get_health_after_loading.http` once a load has ended.
+- `GET /slots`: `get_slots.http` when no slot is processing, `get_slots_while_busy.http` when
+  exactly slot 0 of 2 is, otherwise the same JSON rewritten with the right flags and slot count.
+- `POST /v1/chat/completions`: the next `Reply` of `script` (a list, consumed in order, or a
+  callable given the parsed request body), else `default`. Like llama-server, a request for a
+  slot that is processing gets no byte at all until the slot is free, and the slot number wraps.
+- `POST /v1/chat/completions/control`: recorded in `controls`; `control_reasoning_end.http` when
+  the id is a completion being streamed, else `reasoning_control_unknown_id.http`.
+- anything else: `get_unknown_path.http`. While `loading`, every path answers 503.
+
+Misbehaviour: `load_for(s)`, `refuse()` / `accept()` (listener closed: connection refused),
+`reset_next` (accept, read the request, RST), `hold_busy(slot)`, and per reply: pauses, cuts,
+RST, pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llamafast import (
+    AsyncClient,
+    ChatEvent,
+    ChatRequest,
+    Client,
+    Completion,
+    Config,
+    Content,
+    FinishReason,
+    Progress,
+    Reasoning,
+    Timings,
+    ToolCall,
+    ToolCallDelta,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+HTTP = FIXTURES / "http"
+
+_ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
+
+
+def load(name: str) -> bytes:
+    return (HTTP / f"{name}.http").read_bytes()
+
+
+def split(raw: bytes) -> tuple[bytes, bytes]:
+    """(head including the blank line, body) of a recorded response."""
+    end = raw.index(b"\r\n\r\n") + 4
+    return raw[:end], raw[end:]
+
+
+def dechunk(body: bytes) -> list[bytes]:
+    """The payloads of a chunked body, in order (the last, empty one excluded)."""
+    out: list[bytes] = []
+    pos = 0
+    while True:
+        eol = body.index(b"\r\n", pos)
+        size = int(body[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            return out
+        out.append(body[eol + 2 : eol + 2 + size])
+        pos = eol + 2 + size + 2
+
+
+def chunked(payloads: list[bytes], *, end: bool = True) -> bytes:
+    out = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads if p)
+    return out + (b"0\r\n\r\n" if end else b"")
+
+
+def raw_response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    return head + body
+
+
+def completion_id(raw: bytes) -> str | None:
+    m = _ID.search(raw)
+    return m.group(1).decode() if m else None
+
+
+def event_offset(raw: bytes, n: int) -> int:
+    """The offset in `raw` just after the `n`-th (1-based) blank line that ends an SSE event."""
+    pos = raw.index(b"\r\n\r\n") + 4
+    for _ in range(n):
+        pos = raw.index(b"\n\n", pos) + 2
+    return pos
+
+
+@dataclass
+class Reply:
+    """How to answer one chat request.
+
+    name: the recording (`fixtures/http/NAME.http`), or `raw`: bytes to send instead.
+    pace: replay the `.timing.json` read times, divided by this factor (1.0: real time).
+    pause_at / pause_s: after `pause_at` bytes of the raw response, send nothing for `pause_s`.
+    cut_at: close the connection after `cut_at` bytes (the chunked body left incomplete).
+    cut_line: end the body in the middle of its `cut_line`-th data line, with a clean chunked end.
+    drop_pings: leave out the chunks that hold only `:` comment lines.
+    rst: end the connection with a RST instead of a FIN wherever it ends.
+    hold: send nothing until this event is set.
+    """
+
+    name: str = "content_only"
+    raw: bytes | None = None
+    pace: float | None = None
+    pause_at: int | None = None
+    pause_s: float = 0.0
+    cut_at: int | None = None
+    cut_line: int | None = None
+    drop_pings: bool = False
+    rst: bool = False
+    hold: threading.Event | None = None
+
+    def render(self) -> bytes:
+        raw = self.raw if self.raw is not None else load(self.name)
+        if self.drop_pings or self.cut_line is not None:
+            head, body = split(raw)
+            payloads = dechunk(body)
+            if self.drop_pings:
+                payloads = [p for p in payloads if p.strip(b"\r\n") not in (b":", b"")]
+            if self.cut_line is not None:
+                text = b"".join(payloads)
+                starts = [m.start() for m in re.finditer(rb"(?m)^data: ", text)]
+                start = starts[self.cut_line - 1]
+                middle = start + (text.index(b"\n", start) - start) // 2
+                payloads = [text[:middle]]
+            raw = head + chunked(payloads)
+        return raw
+
+    def schedule(self, raw: bytes) -> list[tuple[float, bytes]]:
+        """(seconds after the request, bytes) to send, in order."""
+        if self.pace is None or self.raw is not None:
+            return [(0.0, raw)]
+        timing = json.loads((HTTP / f"{self.name}.timing.json").read_text())
+        out: list[tuple[float, bytes]] = []
+        pos = 0
+        for t_ms, n in timing["reads_ms_bytes"]:
+            out.append((t_ms / 1000.0 / self.pace, raw[pos : pos + n]))
+            pos += n
+        if pos < len(raw):  # the reply was rewritten: send the rest with the last read
+            out.append((out[-1][0] if out else 0.0, raw[pos:]))
+        return out
+
+
+@dataclass
+class ChatLog:
+    """One chat request as the server saw it."""
+
+    slot: int
+    body: dict[str, Any]
+    arrived: float
+    started: float = 0.0  # first byte sent
+    ended: float = 0.0
+    closed_by_client: bool = False
+    closed_at: float = 0.0
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: bytes
+    at: float
+
+
+class ReplayServer:
+    """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
+
+    def __init__(self, n_slots: int = 2) -> None:
+        self.n_slots = n_slots
+        self.script: list[Reply] | Callable[[dict[str, Any]], Reply] = []
+        self.default = Reply("content_only")
+        self.requests: list[Request] = []
+        self.chats: list[ChatLog] = []
+        self.controls: list[dict[str, Any]] = []
+        self.reset_next = 0  # RST this many connections after reading their request
+        self.control_reply: str | None = None  # answer every control request with this recording
+        self.loading_until = 0.0
+        self._was_loading = False
+        self._lock = threading.Lock()
+        self._slot_locks = [threading.Lock() for _ in range(n_slots)]
+        self._processing = [False] * n_slots
+        self._forced_busy: set[int] = set()
+        self._active_ids: set[str] = set()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._stopped = False
+        self.port = 0
+
+    # --- life ---------------------------------------------------------------------------
+
+    def start(self) -> ReplayServer:
+        self._listen()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.refuse()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- misbehaviour ---------------------------------------------------------------------
+
+    def load_for(self, seconds: float) -> None:
+        """Answer every request 503 `Loading model` for `seconds` from now."""
+        self.loading_until = time.monotonic() + seconds
+        self._was_loading = True
+
+    def refuse(self) -> None:
+        """Close the listening socket: new connections are refused until `accept()`."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+
+    def accept(self) -> None:
+        """Listen again on the same port."""
+        if self._listener is None and not self._stopped:
+            self._listen()
+
+    def refuse_for(self, seconds: float) -> None:
+        self.refuse()
+        timer = threading.Timer(seconds, self.accept)
+        timer.daemon = True
+        timer.start()
+
+    @contextlib.contextmanager
+    def hold_busy(self, slot: int) -> Iterator[None]:
+        """Slot `slot` processes "another client's" request: `/slots` says so, chats wait."""
+        with self._slot_locks[slot]:
+            self._forced_busy.add(slot)
+            try:
+                yield
+            finally:
+                self._forced_busy.discard(slot)
+
+    def busy_for(self, slot: int, seconds: float) -> threading.Thread:
+        """`hold_busy(slot)` from now for `seconds`, in the background."""
+        entered = threading.Event()
+
+        def run() -> None:
+            with self.hold_busy(slot):
+                entered.set()
+                time.sleep(seconds)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        entered.wait()
+        return thread
+
+    # --- inspection ---------------------------------------------------------------------
+
+    def paths(self, method: str | None = None) -> list[str]:
+        with self._lock:
+            return [r.path for r in self.requests if method is None or r.method == method]
+
+    def chat_logs(self) -> list[ChatLog]:
+        with self._lock:
+            return list(self.chats)
+
+    # --- the server -----------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(256)
+        self.port = sock.getsockname()[1]
+        self._listener = sock
+        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+
+    def _accept_loop(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._conns.add(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            request = self._read_request(conn)
+            if request is None:
+                return
+            with self._lock:
+                self.requests.append(request)
+                reset = self.reset_next > 0
+                if reset:
+                    self.reset_next -= 1
+            if reset:
+                _rst(conn)
+                return
+            self._route(conn, request)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+            with contextlib.suppress(OSError):
+                conn.close()
+
+    @staticmethod
+    def _read_request(conn: socket.socket) -> Request | None:
+        conn.settimeout(10)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            part = conn.recv(65536)
+            if not part:
+                return None
+            data += part
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ", 2)
+        length = 0
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "content-length":
+                length = int(value.strip())
+        while len(body) < length:
+            part = conn.recv(65536)
+            if not part:
+                return None
+            body += part
+        conn.settimeout(None)
+        return Request(method, target.split("?")[0], body[:length], time.monotonic())
+
+    def _route(self, conn: socket.socket, req: Request) -> None:
+        loading = time.monotonic() < self.loading_until
+        if req.method == "GET" and req.path == "/health":
+            if loading:
+                name = "get_health_loading"
+            else:
+                name = "get_health_after_loading" if self._was_loading else "get_health"
+            conn.sendall(load(name))
+        elif loading:
+            name = "chat_while_loading" if req.path.startswith("/v1/chat") else "get_health_loading"
+            conn.sendall(load(name))
+        elif req.method == "GET" and req.path == "/slots":
+            conn.sendall(self._slots())
+        elif req.method == "POST" and req.path == "/v1/chat/completions/control":
+            body = json.loads(req.body)
+            with self._lock:
+                self.controls.append(body)
+                known = body.get("id") in self._active_ids
+            name = "control_reasoning_end" if known else "reasoning_control_unknown_id"
+            conn.sendall(load(self.control_reply or name))
+        elif req.method == "POST" and req.path == "/v1/chat/completions":
+            self._chat(conn, req)
+        else:
+            conn.sendall(load("get_unknown_path"))
+
+    def _slots(self) -> bytes:
+        with self._lock:
+            busy = [self._processing[i] or i in self._forced_busy for i in range(self.n_slots)]
+        if self.n_slots == 2 and busy == [False, False]:
+            return load("get_slots")
+        if self.n_slots == 2 and busy == [True, False]:
+            return load("get_slots_while_busy")
+        template = json.loads(split(load("get_slots"))[1])[0]
+        slots = [dict(template, id=i, is_processing=b) for i, b in enumerate(busy)]
+        return raw_response(200, "OK", json.dumps(slots).encode())
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if callable(self.script):
+                return self.script(body)
+            if self.script:
+                return self.script.pop(0)
+            return self.default
+
+    def _chat(self, conn: socket.socket, req: Request) -> None:
+        body = json.loads(req.body)
+        slot = int(body.get("id_slot", 0)) % self.n_slots  # llama-server wraps the slot number
+        reply = self._next_reply(body)
+        log = ChatLog(slot, body, req.at)
+        with self._lock:
+            self.chats.append(log)
+        raw = reply.render()
+        cid = completion_id(raw)
+        with self._slot_locks[slot]:  # no byte at all while the slot is busy
+            self._processing[slot] = True
+            if cid:
+                with self._lock:
+                    self._active_ids.add(cid)
+            try:
+                if reply.hold is not None:
+                    reply.hold.wait()
+                log.started = time.monotonic()
+                self._send(conn, reply, raw, log)
+                if reply.rst:
+                    _rst(conn)
+            finally:
+                self._done(slot, cid)
+            log.ended = time.monotonic()
+
+    def _done(self, slot: int, cid: str | None) -> None:
+        with self._lock:
+            self._processing[slot] = False
+            if cid:
+                self._active_ids.discard(cid)
+
+    def _send(self, conn: socket.socket, reply: Reply, raw: bytes, log: ChatLog) -> bool:
+        """Send `raw` as `reply` says; False when the client closed first or the reply was cut."""
+        if reply.cut_at is not None:
+            raw = raw[: reply.cut_at]
+        # The slot is free again just before the final `[DONE]` chunk goes out: a client that
+        # has read [DONE] may ask /slots at once (llama-server has the same order).
+        done_at = raw.rfind(b"data: [DONE]")
+        release = raw.rfind(b"\r\n", 0, done_at - 2) + 2 if done_at > 0 else len(raw)
+        marks = {release}
+        if reply.pause_at is not None:
+            marks.add(reply.pause_at)
+        pieces: list[tuple[float, int, bytes]] = []  # (when, offset, bytes)
+        pos = 0
+        for at, data in reply.schedule(raw):
+            cuts = sorted(m - pos for m in marks if pos < m < pos + len(data))
+            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                pieces.append((at, pos + a, data[a:b]))
+            pos += len(data)
+        t0 = time.monotonic()
+        for at, offset, piece in pieces:
+            if offset == reply.pause_at and reply.pause_s:
+                if not self._wait(conn, time.monotonic() + reply.pause_s, log):
+                    return False
+                t0 += reply.pause_s
+            if not self._wait(conn, t0 + at, log):
+                return False
+            if offset >= release:
+                self._done(log.slot, None)
+            try:
+                conn.sendall(piece)
+            except OSError:
+                self._client_closed(log)
+                return False
+        return reply.cut_at is None
+
+    def _wait(self, conn: socket.socket, until: float, log: ChatLog) -> bool:
+        """Sleep until `until`, noticing a client that closes meanwhile (False then)."""
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return True
+            readable, _, _ = select.select([conn], [], [], min(left, 0.05))
+            if readable:
+                try:
+                    data = conn.recv(1024, socket.MSG_PEEK)
+                except OSError:
+                    data = b""
+                if not data:
+                    self._client_closed(log)
+                    return False
+                conn.recv(1024)
+            if self._stopped:
+                return False
+
+    def _client_closed(self, log: ChatLog) -> None:
+        log.closed_by_client = True
+        log.closed_at = time.monotonic()
+
+
+def _rst(conn: socket.socket) -> None:
+    """Close with a RST: SO_LINGER on, timeout 0."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        conn.close()
+
+
+def expected(name: str) -> tuple[list[ChatEvent], Completion | None]:
+    """The events and the Completion that `fixtures/expected/NAME.json` says `NAME` gives."""
+    data = json.loads((FIXTURES / "expected" / f"{name}.json").read_text())
+    events: list[ChatEvent] = []
+    for e in data.get("events", []):
+        kind = e["type"]
+        if kind == "progress":
+            events.append(Progress(e["total"], e["cache"], e["processed"]))
+        elif kind == "reasoning":
+            events.append(Reasoning(e["text"]))
+        elif kind == "content":
+            events.append(Content(e["text"]))
+        else:
+            events.append(ToolCallDelta(e["index"], e["id"], e["name"], e["arguments"]))
+    c = data.get("completion")
+    if c is None or c["finish_reason"] is None:
+        return events, None
+    completion = Completion(
+        id=c["id"],
+        content=c["content"],
+        reasoning_content=c["reasoning_content"],
+        tool_calls=tuple(ToolCall(t["id"], t["name"], t["arguments"]) for t in c["tool_calls"]),
+        finish_reason=FinishReason(c["finish_reason"]),
+        timings=Timings(**c["timings"]),
+        reasoning_tokens=c["reasoning_tokens"],
+        thinking_capped=c["thinking_capped"],
+    )
+    return events, completion
+
+
+# --- drivers: run requests through either client the same way --------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one request gave: its events, then a Completion or an error."""
+
+    events: list[ChatEvent]
+    completion: Completion | None = None
+    error: BaseException | None = None
+    elapsed: float = 0.0
+    stream: Any = None  # kept, so that a test sees the close did not wait for the GC
+
+    def raised(self, cls: type[BaseException]) -> Any:
+        assert isinstance(self.error, cls), f"expected {cls.__name__}, got {self.error!r}"
+        return self.error
+
+    def ok(self) -> Completion:
+        assert self.error is None, f"unexpected {self.error!r}"
+        assert self.completion is not None
+        return self.completion
+
+
+class SyncDriver:
+    kind = "sync"
+
+    def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
+        return self.run_on(Client(cfg), req, stop_after)
+
+    @staticmethod
+    def run_on(client: Client, req: ChatRequest, stop_after: int | None = None) -> Outcome:
+        out = Outcome([])
+        t0 = time.monotonic()
+        try:
+            with client.stream(req) as stream:
+                out.stream = stream
+                for event in stream:
+                    out.events.append(event)
+                    if stop_after is not None and len(out.events) >= stop_after:
+                        break
+                else:
+                    out.completion = stream.completion
+        except Exception as err:
+            out.error = err
+        out.elapsed = time.monotonic() - t0
+        return out
+
+    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+        """All of `reqs` at once on one client, each in its own thread, entered in order."""
+        client = Client(cfg)
+        outs = [Outcome([]) for _ in reqs]
+        streams = [client.stream(r).__enter__() for r in reqs]
+
+        def one(i: int) -> None:
+            t0 = time.monotonic()
+            try:
+                with streams[i] as stream:
+                    outs[i].events.extend(stream)
+                    outs[i].completion = stream.completion
+            except Exception as err:
+                outs[i].error = err
+            outs[i].elapsed = time.monotonic() - t0
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return outs
+
+
+class AsyncDriver:
+    kind = "async"
+
+    def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
+        async def main() -> Outcome:
+            async with AsyncClient(cfg) as client:
+                return await self.run_on(client, req, stop_after)
+
+        return asyncio.run(main())
+
+    @staticmethod
+    async def run_on(
+        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
+    ) -> Outcome:
+        out = Outcome([])
+        t0 = time.monotonic()
+        try:
+            async with client.stream(req) as stream:
+                out.stream = stream
+                async for event in stream:
+                    out.events.append(event)
+                    if stop_after is not None and len(out.events) >= stop_after:
+                        break
+                else:
+                    out.completion = stream.completion
+        except Exception as err:
+            out.error = err
+        out.elapsed = time.monotonic() - t0
+        return out
+
+    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+        async def main() -> list[Outcome]:
+            async with AsyncClient(cfg) as client:
+                return list(await asyncio.gather(*(self.run_on(client, r) for r in reqs)))
+
+        return asyncio.run(main())
+
+
+Driver = SyncDriver | AsyncDriver

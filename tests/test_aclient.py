@@ -1,0 +1,209 @@
+# What only the asyncio client has: many concurrent streams on one client, task cancellation,
+# awaitable callbacks, and aiohttp as an optional extra. The rules it shares with Client are
+# tested for both in test_client.py (its `drive` fixture).
+"""AsyncClient against tests/_server.py: concurrency, cancellation, the optional extra."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import llamafast
+from _server import AsyncDriver, ReplayServer, Reply, event_offset, expected, load
+from llamafast import (
+    AsyncClient,
+    ChatEvent,
+    ChatRequest,
+    Config,
+    InferConfig,
+    Limits,
+    Progress,
+    Queued,
+    User,
+)
+
+NAMES = ["content_only", "reasoning_then_content", "tool_call", "length", "usage_chunk"]
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with ReplayServer(n_slots=4) as srv:
+        yield srv
+
+
+def cfg(server: ReplayServer, **limits: object) -> Config:
+    fast: dict[str, object] = {"wait_timeout": 20.0, "stall_timeout": 5.0, "retry_base_ms": 10}
+    return Config(InferConfig(url=server.url), Limits(**{**fast, **limits}))  # type: ignore[arg-type]
+
+
+def test_100_concurrent_streams_complete_in_per_slot_order(server: ReplayServer) -> None:
+    def pick(body: dict[str, object]) -> Reply:
+        text = body["messages"][0]["content"]  # type: ignore[index]
+        name = text.split(":")[1]
+        raw = load(name)
+        return Reply(name, pause_at=event_offset(raw, 1), pause_s=0.005)
+
+    server.script = pick
+    reqs = [ChatRequest(i % 4, [User(f"{i}:{NAMES[i % 5]}")]) for i in range(100)]
+    t0 = time.monotonic()
+    outs = AsyncDriver().run_many(cfg(server), reqs)
+    elapsed = time.monotonic() - t0
+    for i, out in enumerate(outs):
+        events, completion = expected(NAMES[i % 5])
+        assert out.ok() == completion, i
+        assert [e for e in out.events if not isinstance(e, Queued)] == events
+        queued = [e.ahead for e in out.events if isinstance(e, Queued)]
+        assert queued == sorted(queued, reverse=True) and len(set(queued)) == len(queued)
+        assert (queued[0] if queued else 0) == i // 4  # behind every earlier one on its slot
+    logs = server.chat_logs()
+    assert len(logs) == 100
+    for slot in range(4):
+        mine = [log for log in logs if log.slot == slot]
+        order = [int(log.body["messages"][0]["content"].split(":")[0]) for log in mine]
+        assert order == list(range(slot, 100, 4))  # per-slot order holds
+        for before, after in itertools.pairwise(mine):
+            assert after.arrived >= before.ended - 0.01  # one at a time on a slot
+    # the four slots did run side by side
+    spans = sorted((log.started, log.ended) for log in logs)
+    overlapping = sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
+    assert overlapping > 10
+    assert elapsed < 20
+
+
+def test_cancelling_the_task_closes_the_connection(server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=5.0), Reply()]
+
+    async def main() -> float:
+        async with AsyncClient(cfg(server)) as client:
+            got: list[ChatEvent] = []
+
+            async def consume() -> None:
+                async with client.stream(ChatRequest(0, [User("a")])) as stream:
+                    async for event in stream:
+                        got.append(event)
+
+            task = asyncio.create_task(consume())
+            while len(got) < 3:
+                await asyncio.sleep(0.01)
+            t0 = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # the slot is handed on at once: the next request on it streams right away
+            second = await client.complete(ChatRequest(0, [User("b")]))
+            assert second == expected("content_only")[1]
+            return t0
+
+    t0 = asyncio.run(main())
+    first = server.chat_logs()[0]
+    assert first.closed_by_client and first.closed_at - t0 < 0.5
+
+
+def test_leaving_the_block_early_closes_at_once(server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=5.0)]
+
+    async def main() -> None:
+        async with AsyncClient(cfg(server)) as client:
+            async with client.stream(ChatRequest(0, [User("a")])) as stream:
+                async for _ in stream:
+                    break
+            # the client and the stream are alive: only the block's exit can have closed it
+            for _ in range(50):
+                if server.chat_logs()[0].closed_by_client:
+                    break
+                await asyncio.sleep(0.01)
+            assert server.chat_logs()[0].closed_by_client
+            assert stream.id is not None
+
+    asyncio.run(main())
+
+
+def test_cancelling_a_queued_task_leaves_the_line(server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = lambda body: Reply(pause_at=event_offset(raw, 2), pause_s=0.3)
+
+    async def main() -> list[list[ChatEvent]]:
+        async with AsyncClient(cfg(server)) as client:
+            logs: list[list[ChatEvent]] = [[], [], []]
+
+            async def run(i: int) -> None:
+                async with client.stream(ChatRequest(0, [User(str(i))])) as stream:
+                    async for event in stream:
+                        logs[i].append(event)
+
+            tasks = [asyncio.create_task(run(i)) for i in range(3)]
+            await asyncio.sleep(0.1)
+            tasks[1].cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return logs
+
+    logs = asyncio.run(main())
+    assert logs[1] == [Queued(1)]
+    assert logs[2][:2] == [Queued(2), Queued(1)]  # moved up when the cancelled one left
+    assert [log.body["messages"][0]["content"] for log in server.chat_logs()] == ["0", "2"]
+
+
+def test_complete_awaits_an_async_callback(server: ReplayServer) -> None:
+    seen: list[ChatEvent] = []
+
+    async def on_event(event: ChatEvent) -> None:
+        await asyncio.sleep(0)
+        seen.append(event)
+
+    async def main() -> llamafast.Completion:
+        async with AsyncClient(cfg(server)) as client:
+            assert client.config == cfg(server)
+            return await client.complete(ChatRequest(0, [User("x")]), on_event)
+
+    assert asyncio.run(main()) == expected("content_only")[1]
+    assert seen == expected("content_only")[0]
+
+
+def test_stream_state_and_completion_before_end(server: ReplayServer) -> None:
+    server.script = [Reply("reasoning_then_content")]
+
+    async def main() -> None:
+        async with (
+            AsyncClient(cfg(server)) as client,
+            client.stream(ChatRequest(0, [User("x")])) as stream,
+        ):
+            with pytest.raises(RuntimeError, match="not ended yet"):
+                _ = stream.completion
+            async for event in stream:
+                if isinstance(event, Progress):
+                    continue
+                assert stream.id is not None
+            assert stream.reasoning_tokens == 41 and stream.is_finished
+            assert stream.completion == expected("reasoning_then_content")[1]
+
+    asyncio.run(main())
+
+
+def test_without_aiohttp_the_import_error_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "aiohttp", None)
+    with pytest.raises(ImportError, match=r"llamafast\[async\]"):
+        AsyncClient(Config())
+
+
+def test_import_llamafast_does_not_need_aiohttp() -> None:
+    code = (
+        "import sys; sys.modules['aiohttp'] = None\n"
+        "import llamafast\n"
+        "llamafast.Client(llamafast.Config())\n"
+        "try:\n"
+        "    llamafast.AsyncClient(llamafast.Config())\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'llamafast[async]'" in done.stdout

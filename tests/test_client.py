@@ -1,0 +1,674 @@
+# Every numbered rule of issue 4, against a real loopback server replaying the recordings, run
+# through both clients: the `drive` fixture is the sync Client or the AsyncClient (asyncio.run
+# per request), so each test states the rule once and holds both to it.
+"""Client and AsyncClient against tests/_server.py: rules 1-8 of issue 4, plus the basics."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import itertools
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from _server import (
+    AsyncDriver,
+    Driver,
+    Outcome,
+    ReplayServer,
+    Reply,
+    SyncDriver,
+    chunked,
+    dechunk,
+    event_offset,
+    expected,
+    load,
+    raw_response,
+    split,
+)
+from llamafast import (
+    BusyError,
+    ChatRequest,
+    Client,
+    Config,
+    ConnectError,
+    Content,
+    HttpError,
+    InferConfig,
+    Limits,
+    LineTooLongError,
+    LoadTimeoutError,
+    NotUtf8Error,
+    Progress,
+    ProtocolError,
+    Queued,
+    Reasoning,
+    Retrying,
+    SseIoError,
+    SseTimeoutError,
+    StalledError,
+    StreamClosedEarlyError,
+    ThinkingCapped,
+    ThinkingOverrunError,
+    TruncatedError,
+    User,
+    Waiting,
+    WaitTimeoutError,
+    build_body,
+)
+from llamafast._client import backoff_ms, poll_delays
+
+STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]
+STREAMS += ["long_prompt_progress", "usage_chunk"]
+
+FAST = {
+    "wait_timeout": 5.0,
+    "load_timeout": 5.0,
+    "stall_timeout": 2.0,
+    "connect_timeout": 2.0,
+    "retries": 3,
+    "retry_base_ms": 10,
+    "retry_max_ms": 40,
+}
+
+
+@pytest.fixture(params=["sync", "async"])
+def drive(request: pytest.FixtureRequest) -> Driver:
+    return SyncDriver() if request.param == "sync" else AsyncDriver()
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with ReplayServer() as srv:
+        yield srv
+
+
+def cfg(server: ReplayServer, **limits: object) -> Config:
+    return Config(InferConfig(url=server.url), Limits(**{**FAST, **limits}))  # type: ignore[arg-type]
+
+
+def req(slot: int = 0, text: str = "hi", thinking: bool = False) -> ChatRequest:
+    return ChatRequest(slot, [User(text)], thinking=thinking)
+
+
+def stream_events(out: Outcome) -> list[object]:
+    """The events that came from the body (not Queued/Waiting/Retrying/ThinkingCapped)."""
+    return [
+        e for e in out.events if not isinstance(e, Queued | Waiting | Retrying | ThinkingCapped)
+    ]
+
+
+# --- the basics -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_replays_each_recording_to_its_expected_events_and_completion(
+    drive: Driver, server: ReplayServer, name: str
+) -> None:
+    server.script = [Reply(name)]
+    out = drive.run(cfg(server), req())
+    events, completion = expected(name)
+    assert out.events == events
+    assert out.ok() == completion
+
+
+def test_sends_the_built_body_after_asking_slots(drive: Driver, server: ReplayServer) -> None:
+    config = cfg(server, thinking_budget=0, sse_ping_interval=2.0)
+    request = ChatRequest(1, [User("héllo ✓")], thinking=True)
+    drive.run(config, request).ok()
+    assert server.paths() == ["/slots", "/v1/chat/completions"]
+    sent = server.requests[1].body
+    assert sent == build_body(config, request).encode("utf-8")
+    body = json.loads(sent)
+    assert body["reasoning_control"] is True and body["sse_ping_interval"] == 2.0
+
+
+def test_a_bad_request_fails_before_anything_is_sent(drive: Driver, server: ReplayServer) -> None:
+    out = drive.run(cfg(server), req(slot=-1))
+    assert isinstance(out.error, ValueError) and "slot" in str(out.error)
+    assert server.requests == []
+
+
+def test_completion_before_the_end_raises_and_errors_are_latched(server: ReplayServer) -> None:
+    server.script = [Reply("midstream_error")]
+    with Client(cfg(server)).stream(req()) as stream:
+        with pytest.raises(RuntimeError, match="not ended yet"):
+            _ = stream.completion
+        with pytest.raises(HttpError) as first:
+            list(stream)
+        with pytest.raises(HttpError) as again:
+            next(stream)
+        assert again.value is first.value
+        with pytest.raises(HttpError):
+            _ = stream.completion
+
+
+def test_stream_state_follows_the_body(server: ReplayServer) -> None:
+    server.script = [Reply("reasoning_then_content")]
+    seen = []
+    with Client(cfg(server)).stream(req()) as stream:
+        assert (stream.id, stream.reasoning_tokens, stream.in_reasoning) == (None, 0, False)
+        for event in stream:
+            seen.append((type(event), stream.in_reasoning, stream.is_finished))
+        assert stream.id == expected("reasoning_then_content")[1].id  # type: ignore[union-attr]
+        assert stream.reasoning_tokens == 41 and stream.is_finished
+    assert (Reasoning, True, False) in seen and (Content, False, False) in seen
+
+
+# --- rule 1: one request per slot at a time, in order, within one client ------------------
+
+
+def slow(name: str = "content_only", seconds: float = 0.15) -> Reply:
+    raw = load(name)
+    return Reply(name, pause_at=event_offset(raw, 2), pause_s=seconds)
+
+
+def test_same_slot_requests_run_one_at_a_time_in_order(drive: Driver, server: ReplayServer) -> None:
+    server.script = lambda body: slow()
+    reqs = [req(0, f"r{i}") for i in range(4)]
+    outs = drive.run_many(cfg(server), reqs)
+    for i, out in enumerate(outs):
+        assert out.ok() == expected("content_only")[1]
+        queued = [e for e in out.events if isinstance(e, Queued)]
+        assert queued == [Queued(n) for n in range(i, 0, -1)]  # again whenever it shrinks
+        assert not isinstance(out.events[-1], Queued)
+    logs = server.chat_logs()
+    assert [log.body["messages"][0]["content"] for log in logs] == ["r0", "r1", "r2", "r3"]
+    for before, after in itertools.pairwise(logs):
+        assert after.arrived >= before.ended - 0.01  # never two at once on the slot
+
+
+def test_other_slots_do_not_wait(drive: Driver, server: ReplayServer) -> None:
+    server.script = lambda body: (
+        slow(seconds=0.6) if body["messages"][0]["content"] == "long" else Reply()
+    )
+    outs = drive.run_many(cfg(server), [req(0, "long"), req(1, "short")])
+    assert all(o.ok() for o in outs)
+    assert not any(isinstance(e, Queued) for o in outs for e in o.events)
+    assert outs[1].elapsed < 0.45 < outs[0].elapsed
+
+
+def test_waiting_in_the_queue_past_wait_timeout(drive: Driver, server: ReplayServer) -> None:
+    server.script = lambda body: (
+        slow(seconds=1.0) if body["messages"][0]["content"] == "first" else Reply()
+    )
+    first, second = drive.run_many(cfg(server, wait_timeout=0.3), [req(0, "first"), req(0, "2")])
+    assert first.ok()
+    err = second.raised(WaitTimeoutError)
+    assert "0.3" in str(err) and second.events == [Queued(1)]
+    assert second.elapsed < 0.9
+    assert [log.body["messages"][0]["content"] for log in server.chat_logs()] == ["first"]
+
+
+# --- rule 2: a model that is loading ------------------------------------------------------
+
+
+def test_loading_model_waits_then_streams(drive: Driver, server: ReplayServer) -> None:
+    server.load_for(0.3)
+    out = drive.run(cfg(server), req())
+    assert out.events[0] == Waiting(slot_busy=False)
+    assert out.events.count(Waiting(slot_busy=False)) == 1
+    assert out.events[1:] == expected("content_only")[0]
+    assert out.ok() == expected("content_only")[1]
+    paths = server.paths()
+    assert paths[0] == "/slots" and "/health" in paths and paths[-1] == "/v1/chat/completions"
+    assert out.elapsed >= 0.3
+
+
+def test_loading_answer_to_the_chat_itself(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply("chat_while_loading"), Reply()]
+    out = drive.run(cfg(server), req())
+    assert out.events[0] == Waiting(slot_busy=False)
+    assert out.ok() == expected("content_only")[1]
+    assert server.paths().count("/v1/chat/completions") == 2
+    assert "/health" in server.paths()
+
+
+def test_loading_longer_than_load_timeout(drive: Driver, server: ReplayServer) -> None:
+    server.load_for(30)
+    out = drive.run(cfg(server, load_timeout=0.3), req())
+    err = out.raised(LoadTimeoutError)
+    assert "0.3" in str(err)
+    assert out.events == [Waiting(slot_busy=False)]
+    assert 0.3 <= out.elapsed < 1.5
+    assert "/v1/chat/completions" not in server.paths()
+
+
+def test_poll_delays_back_off_and_stay_bounded() -> None:
+    delays = poll_delays(Limits(retry_base_ms=100, retry_max_ms=10_000))
+    assert [next(delays) for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    delays = poll_delays(Limits(retry_base_ms=10, retry_max_ms=30))
+    assert [next(delays) for _ in range(3)] == [0.01, 0.02, 0.03]
+
+
+# --- rule 3: a slot busy on the server, and slots it does not have ------------------------
+
+
+def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None:
+    t0 = time.monotonic()
+    holder = server.busy_for(0, 0.3)
+    out = drive.run(cfg(server), req(0))
+    holder.join()
+    assert out.events[0] == Waiting(slot_busy=True)
+    assert out.events.count(Waiting(slot_busy=True)) == 1
+    assert out.ok() == expected("content_only")[1]
+    assert server.chat_logs()[0].arrived - t0 >= 0.3  # sent only once the slot was free
+    assert server.paths().count("/slots") >= 2
+
+
+def test_busy_slot_without_waiting_is_busy_error(drive: Driver, server: ReplayServer) -> None:
+    with server.hold_busy(1):
+        out = drive.run(cfg(server, wait_for_slot=False), req(1))
+    err = out.raised(BusyError)
+    assert err.slot == 1 and "slot 1" in str(err)
+    assert out.events == [] and out.elapsed < 0.5
+    assert "/v1/chat/completions" not in server.paths()
+
+
+def test_busy_slot_longer_than_wait_timeout(drive: Driver, server: ReplayServer) -> None:
+    with server.hold_busy(0):
+        out = drive.run(cfg(server, wait_timeout=0.3), req(0))
+    out.raised(WaitTimeoutError)
+    assert out.events == [Waiting(slot_busy=True)]
+    assert 0.3 <= out.elapsed < 1.0
+    assert "/v1/chat/completions" not in server.paths()
+
+
+def test_busy_slot_of_another_slot_does_not_matter(drive: Driver, server: ReplayServer) -> None:
+    with server.hold_busy(0):
+        out = drive.run(cfg(server, wait_for_slot=False), req(1))
+    assert out.ok() and out.events == expected("content_only")[0]
+
+
+def test_slot_the_server_does_not_have_is_refused_before_sending(
+    drive: Driver, server: ReplayServer
+) -> None:
+    out = drive.run(cfg(server), req(2))  # 2 slots: 0 and 1; llama-server would wrap 2 to 0
+    err = out.raised(ValueError)
+    assert "slot 2" in str(err) and "2 slots" in str(err)
+    assert server.paths() == ["/slots"]
+
+
+def test_slot_count_comes_from_the_server(drive: Driver) -> None:
+    with ReplayServer(n_slots=4) as srv:
+        assert drive.run(cfg(srv), req(3)).ok()
+        assert "4 slots" in str(drive.run(cfg(srv), req(4)).raised(ValueError))
+
+
+def test_silent_busy_slot_is_bounded_by_wait_timeout(drive: Driver, server: ReplayServer) -> None:
+    # Busy after /slots said free (another client got there first): no byte at all.
+    hold = threading.Event()
+    server.script = [Reply(hold=hold)]
+    try:
+        out = drive.run(cfg(server, wait_timeout=0.3, stall_timeout=0.1), req(0))
+    finally:
+        hold.set()
+    out.raised(WaitTimeoutError)
+    assert out.events == [] and 0.3 <= out.elapsed < 1.0
+
+
+def test_busy_slot_recording_replayed_at_its_pace(drive: Driver, server: ReplayServer) -> None:
+    # busy_slot_second: no byte for 149 ms (the slot was busy), then the whole answer.
+    server.script = [Reply("busy_slot_second", pace=1.0)]
+    out = drive.run(cfg(server, stall_timeout=0.1), req(0))
+    assert out.ok() == expected("busy_slot_second")[1]
+    assert out.elapsed >= 0.14
+
+
+# --- rule 4: retries before the first byte --------------------------------------------------
+
+
+def test_refused_connection_is_retried(drive: Driver, server: ReplayServer) -> None:
+    server.refuse_for(0.2)
+    out = drive.run(cfg(server, retries=20, retry_base_ms=20, retry_max_ms=50), req())
+    assert out.ok() == expected("content_only")[1]
+    retries = [e for e in out.events if isinstance(e, Retrying)]
+    assert retries and [r.attempt for r in retries] == list(range(1, len(retries) + 1))
+    assert all("ConnectionRefusedError" in r.error for r in retries)
+    assert all(10 <= r.after_ms <= 50 for r in retries)
+    assert stream_events(out) == expected("content_only")[0]
+
+
+def test_refused_connection_past_retries_is_connect_error(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.refuse()
+    out = drive.run(cfg(server, retries=2), req())
+    err = out.raised(ConnectError)
+    assert isinstance(err.error, ConnectionRefusedError) and err.__cause__ is not None
+    assert [(e.attempt, type(e)) for e in out.events] == [(1, Retrying), (2, Retrying)]
+    assert server.url in str(err)
+
+
+def test_no_retries_means_one_attempt(drive: Driver, server: ReplayServer) -> None:
+    server.refuse()
+    out = drive.run(cfg(server, retries=0), req())
+    out.raised(ConnectError)
+    assert out.events == []
+
+
+def test_reset_before_the_first_byte_is_retried(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply(raw=b"", rst=True), Reply()]
+    out = drive.run(cfg(server), req())
+    assert out.ok() == expected("content_only")[1]
+    assert [type(e) for e in out.events[:1]] == [Retrying]
+    assert len(server.chat_logs()) == 2
+
+
+def test_reset_of_slots_request_is_retried(drive: Driver, server: ReplayServer) -> None:
+    server.reset_next = 2
+    out = drive.run(cfg(server), req())
+    assert out.ok()
+    assert [e.attempt for e in out.events if isinstance(e, Retrying)] == [1, 2]
+
+
+BUSY_503 = raw_response(
+    503, "Service Unavailable", b'{"error":{"code":503,"message":"no slot available"}}'
+)
+
+
+def test_other_503_is_retried_then_http_error(drive: Driver, server: ReplayServer) -> None:
+    server.script = lambda body: Reply(raw=BUSY_503)
+    out = drive.run(cfg(server, retries=2), req())
+    err = out.raised(HttpError)
+    assert err.status == 503 and "no slot available" in str(err)
+    assert [e.attempt for e in out.events] == [1, 2]
+    assert all("no slot available" in e.error for e in out.events)  # type: ignore[union-attr]
+    assert len(server.chat_logs()) == 3
+
+
+def test_503_then_success(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply(raw=BUSY_503), Reply("reasoning_then_content")]
+    out = drive.run(cfg(server), req())
+    assert out.ok() == expected("reasoning_then_content")[1]
+
+
+def test_nothing_is_retried_once_the_stream_started(drive: Driver, server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(cut_at=event_offset(raw, 3) + 3, rst=True), Reply()]
+    out = drive.run(cfg(server), req())
+    out.raised(StreamClosedEarlyError)
+    assert len(server.chat_logs()) == 1
+    assert not any(isinstance(e, Retrying) for e in out.events)
+    assert out.events == expected("content_only")[0][:3]
+
+
+def test_backoff_doubles_with_jitter_and_is_capped() -> None:
+    limits = Limits(retry_base_ms=100, retry_max_ms=1000)
+    rng = random.Random(1)
+    for attempt, ceiling in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (30, 1000)]:
+        got = [backoff_ms(limits, attempt, rng) for _ in range(200)]
+        assert all(ceiling / 2 <= g <= ceiling for g in got)
+        assert len(set(got)) > 20  # jittered
+    assert backoff_ms(Limits(retry_base_ms=1, retry_max_ms=1), 1, rng) == 1
+
+
+# --- rule 5: HTTP errors --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "says"),
+    [
+        ("error_bad_json", 400, "parse error"),
+        ("error_context_exceeded", 400, "context"),
+        ("error_wrong_type", 400, ""),
+        ("error_no_messages", 400, ""),
+        ("error_grammar_with_tools", 400, ""),
+        ("midstream_error_nonstream", 500, "peg-native"),
+        ("get_unknown_path", 404, "File Not Found"),
+    ],
+)
+def test_other_non_200_is_http_error_with_the_servers_message(
+    drive: Driver, server: ReplayServer, name: str, status: int, says: str
+) -> None:
+    server.script = [Reply(name)]
+    out = drive.run(cfg(server), req())
+    err = out.raised(HttpError)
+    body = split(load(name))[1].decode()
+    assert (err.status, err.body) == (status, body)
+    message = json.loads(body)["error"]["message"]
+    assert message in str(err) and says in str(err)
+    assert out.events == [] and len(server.chat_logs()) == 1  # not retried
+
+
+def test_error_payload_mid_stream_is_http_error(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply("midstream_error")]
+    out = drive.run(cfg(server), req())
+    err = out.raised(HttpError)
+    assert err.status == 500 and "does not match the expected peg-native format" in str(err)
+    assert out.events == expected("midstream_error")[0]
+
+
+def test_200_that_is_not_an_event_stream(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply(raw=raw_response(200, "OK", b'{"choices":[]}'))]
+    err = drive.run(cfg(server), req()).raised(ProtocolError)
+    assert "application/json" in str(err)
+
+
+# --- rule 6: stalls and cuts ----------------------------------------------------------------
+
+
+def test_no_byte_for_stall_timeout_is_stalled(drive: Driver, server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=2.0)]
+    out = drive.run(cfg(server, stall_timeout=0.25), req())
+    err = out.raised(StalledError)
+    assert isinstance(err.__cause__, SseTimeoutError) and "0.25" in str(err)
+    assert out.events == expected("content_only")[0][:3]
+    assert 0.25 <= out.elapsed < 1.2
+
+
+def test_ping_comments_keep_a_slow_prompt_alive(drive: Driver, server: ReplayServer) -> None:
+    # sse_ping at 10x: a ping every 0.2 s, the first data after 0.51 s.
+    server.script = [Reply("sse_ping", pace=10.0)]
+    out = drive.run(cfg(server, stall_timeout=0.4), req())
+    assert out.ok() == expected("sse_ping")[1]
+    assert out.elapsed >= 0.5
+
+
+def test_the_same_silence_without_pings_is_a_stall(drive: Driver, server: ReplayServer) -> None:
+    raw = load("sse_ping")
+    head = len(split(raw)[0])
+    server.script = [Reply("sse_ping", drop_pings=True, pause_at=head, pause_s=0.6)]
+    out = drive.run(cfg(server, stall_timeout=0.4), req())
+    out.raised(StalledError)
+    assert out.events == []
+
+
+def test_body_cut_mid_line_is_closed_early(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply(cut_line=4)]  # a clean chunked end inside the 4th data line
+    out = drive.run(cfg(server), req())
+    err = out.raised(StreamClosedEarlyError)
+    assert isinstance(err.__cause__, TruncatedError)
+    assert out.events == expected("content_only")[0][:3]
+
+
+def test_chunked_encoding_cut_is_closed_early(drive: Driver, server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(cut_at=event_offset(raw, 3) + 10)]
+    out = drive.run(cfg(server), req())
+    err = out.raised(StreamClosedEarlyError)
+    assert isinstance(err.__cause__, TruncatedError | SseIoError)
+    assert out.events == expected("content_only")[0][:3]
+
+
+def test_connection_reset_mid_stream_is_closed_early(drive: Driver, server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [
+        Reply(pause_at=event_offset(raw, 3), pause_s=0.1, cut_at=event_offset(raw, 3), rst=True)
+    ]
+    out = drive.run(cfg(server), req())
+    err = out.raised(StreamClosedEarlyError)
+    assert isinstance(err.__cause__, SseIoError | TruncatedError)
+
+
+def test_body_without_done_or_finish_reason_is_closed_early(
+    drive: Driver, server: ReplayServer
+) -> None:
+    head, body = split(load("content_only"))
+    server.script = [Reply(raw=head + chunked(dechunk(body)[:5]))]
+    out = drive.run(cfg(server), req())
+    out.raised(StreamClosedEarlyError)
+    assert out.events == expected("content_only")[0][:5]
+
+
+def test_line_too_long_is_protocol_error(drive: Driver, server: ReplayServer) -> None:
+    out = drive.run(cfg(server, max_line=300), req())
+    err = out.raised(ProtocolError)
+    assert isinstance(err.__cause__, LineTooLongError) and "300" in str(err)
+
+
+def test_line_not_utf8_is_protocol_error(drive: Driver, server: ReplayServer) -> None:
+    head, body = split(load("content_only"))
+    payloads = dechunk(body)
+    payloads.insert(2, b": ping \xff\xfe\n\n")
+    server.script = [Reply(raw=head + chunked(payloads))]
+    out = drive.run(cfg(server), req())
+    err = out.raised(ProtocolError)
+    assert isinstance(err.__cause__, NotUtf8Error)
+    assert out.events == expected("content_only")[0][:2]
+
+
+# --- rule 7: the thinking budget ------------------------------------------------------------
+
+
+def capped_reply() -> Reply:
+    # Keep the completion running a little at the end so that the control request finds it.
+    raw = load("thinking_capped")
+    return Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)
+
+
+def test_thinking_budget_ends_reasoning_once(drive: Driver, server: ReplayServer) -> None:
+    server.script = [capped_reply()]
+    out = drive.run(cfg(server, thinking_budget=20), req(thinking=True))
+    events, completion = expected("thinking_capped")
+    assert completion is not None
+    assert out.ok() == dataclasses.replace(completion, thinking_capped=True)
+    capped = [(i, e) for i, e in enumerate(out.events) if isinstance(e, ThinkingCapped)]
+    assert len(capped) == 1
+    at, event = capped[0]
+    assert event.tokens > 20 and isinstance(out.events[at - 1], Reasoning)
+    assert stream_events(out) == events
+    assert server.controls == [{"id": completion.id, "action": "reasoning_end"}]
+    assert server.paths("POST").count("/v1/chat/completions/control") == 1
+
+
+def test_budget_not_passed_sends_nothing(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply("reasoning_then_content")]  # 41 reasoning tokens
+    out = drive.run(cfg(server, thinking_budget=41), req())
+    assert out.ok().thinking_capped is False
+    assert server.controls == [] and not any(isinstance(e, ThinkingCapped) for e in out.events)
+
+
+def test_budget_counts_only_while_reasoning(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply("content_only")]  # 19 tokens, all answer
+    assert drive.run(cfg(server, thinking_budget=1), req()).ok().thinking_capped is False
+    assert server.controls == []
+
+
+def test_completion_already_gone_is_not_capped(drive: Driver, server: ReplayServer) -> None:
+    server.control_reply = "reasoning_control_unknown_id"
+    server.script = [capped_reply()]
+    out = drive.run(cfg(server, thinking_budget=20), req())
+    assert out.ok().thinking_capped is False
+    assert len(server.controls) == 1 and not any(isinstance(e, ThinkingCapped) for e in out.events)
+
+
+def test_control_endpoint_refused_is_http_error(drive: Driver, server: ReplayServer) -> None:
+    server.control_reply = "get_unknown_path"
+    server.script = [capped_reply()]
+    err = drive.run(cfg(server, thinking_budget=20), req()).raised(HttpError)
+    assert err.status == 404
+
+
+def test_reasoning_past_the_hard_cap_closes_the_stream(drive: Driver, server: ReplayServer) -> None:
+    raw = load("thinking_capped")
+    server.script = [Reply("thinking_capped", pause_at=event_offset(raw, 60), pause_s=2.0)]
+    out = drive.run(cfg(server, thinking_budget=20, thinking_hard_cap=40), req())
+    err = out.raised(ThinkingOverrunError)
+    assert err.tokens > 40 and err.hard_cap == 40 and "40" in str(err)
+    assert sum(isinstance(e, ThinkingCapped) for e in out.events) == 1
+    assert out.elapsed < 1.5
+    assert closed_by_client(server)
+
+
+def test_hard_cap_alone(drive: Driver, server: ReplayServer) -> None:
+    server.script = [Reply("thinking_capped")]
+    out = drive.run(cfg(server, thinking_hard_cap=30), req())
+    assert out.raised(ThinkingOverrunError).tokens > 30
+    assert server.controls == []
+    reasoning = [e for e in out.events if isinstance(e, Reasoning)]
+    assert reasoning and not any(isinstance(e, Content) for e in out.events)
+
+
+# --- rule 8: leaving early closes the connection at once ------------------------------------
+
+
+def closed_by_client(server: ReplayServer, within: float = 1.0) -> bool:
+    """Whether the server saw the client close the first chat's connection (it looks every
+    50 ms while it pauses)."""
+    deadline = time.monotonic() + within
+    while not server.chat_logs()[0].closed_by_client and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return server.chat_logs()[0].closed_by_client
+
+
+def test_leaving_early_closes_the_connection(drive: Driver, server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=5.0), Reply()]
+    out = drive.run(cfg(server), req(), stop_after=2)
+    assert out.error is None and out.completion is None and out.elapsed < 1.0
+    assert closed_by_client(server)
+    log = server.chat_logs()[0]
+    assert log.closed_at - log.started < 1.0
+    assert out.stream is not None  # still alive: the close did not wait for the GC
+    # the slot is free again at once, on the server and in a new client
+    second = drive.run(cfg(server), req())
+    assert second.ok() and second.elapsed < 1.0
+
+
+def test_close_from_another_thread_unblocks_the_reader(server: ReplayServer) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=5.0)]
+    stream = Client(cfg(server, stall_timeout=10)).stream(req())
+    got: list[object] = []
+
+    def read() -> None:
+        try:
+            got.extend(stream)
+        except Exception as err:
+            got.append(err)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    stream.close()
+    reader.join(2)
+    assert not reader.is_alive() and time.monotonic() - t0 < 1.0
+    assert got == expected("content_only")[0][:3]  # it just stops, no error
+    assert closed_by_client(server)
+
+
+def test_leaving_frees_the_clients_queue(server: ReplayServer) -> None:
+    client = Client(cfg(server))
+    first = client.stream(req(0)).__enter__()
+    second = client.stream(req(0)).__enter__()
+    assert next(second) == Queued(1)
+    first.close()  # never iterated: leaving still hands the slot on
+    assert isinstance(next(second), Progress)
+    second.close()
+
+
+def test_http_client_not_left_open(server: ReplayServer) -> None:
+    # The sync client's connection is closed after a normal end too (no leak per request).
+    client = Client(cfg(server))
+    with client.stream(req()) as stream:
+        list(stream)
+        assert stream._conn is None or isinstance(stream._conn, http.client.HTTPConnection)
+    assert stream._conn is None
