@@ -484,6 +484,15 @@ def test_chat_failure_is_one_line(
     assert err.count("\n") == 1
 
 
+def test_chat_slot_the_server_does_not_have_is_one_line(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_client.error = ValueError("slot 5 does not exist: the server has 2 slots (0 to 1)")
+    status, _, err = run(["chat", "--slot", "5", "hello"], capsys)
+    assert status == 1
+    assert err == "llamafast: ValueError: slot 5 does not exist: the server has 2 slots (0 to 1)\n"
+
+
 def test_chat_bad_url_is_one_line(
     fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -428,7 +428,7 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
     if args.system:
         messages.insert(0, System(args.system))
     req = ChatRequest(slot=args.slot, messages=messages, thinking=args.think)
-    try:  # imported here so that `replay` works whatever state the client is in
+    try:  # looked up at run time so the tests can stand a fake client in
         client_cls = importlib.import_module("llamafast._client").Client
     except (ImportError, AttributeError) as err:
         raise CliError.of(err, "the chat client is not available: ") from None
@@ -441,7 +441,8 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
                 stats.events += 1
                 view.event(ev)
             completion = stream.completion
-    except (SseError, InferError, OSError) as err:
+    # ValueError: a slot the server does not have, refused before anything is sent.
+    except (SseError, InferError, OSError, ValueError) as err:
         raise _Failed(view, err) from None
     stats.wall_s = time.perf_counter() - start
     view.done(completion, stats)
