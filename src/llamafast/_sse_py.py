@@ -1,43 +1,255 @@
 """The SSE reader, pure twin (05-loopd-sse.md plus API.md's WHATWG rules).
 
-SKELETON: to be written. Public names: SseDecoder, Events, iter_events, aiter_events.
+Sans-I/O: `SseDecoder` holds every rule; `Events`, `iter_events`, `aiter_events` are thin loops
+around it. Each chunk is searched once, on arrival (`split`), and only the unfinished line is kept,
+so the whole buffer is always already searched: byte-at-a-time input costs O(n) in total.
 """
 
 from __future__ import annotations
 
+import http.client
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
-from ._values import SseItem
+from ._errors import (
+    LineTooLongError,
+    NotUtf8Error,
+    SseError,
+    SseIoError,
+    SseTimeoutError,
+    TruncatedError,
+)
+from ._values import DONE, SseItem
 
-MAX_LINE = 1 << 20
+__all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
+
+MAX_LINE: Final = 1 << 20
+READ_SIZE: Final = 65536  # bytes asked of the reader per read (COMMON.md, Events)
+SHOW_BYTES: Final = 64  # bytes of the offending line kept in NotUtf8Error / TruncatedError
+
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+def check_max_line(max_line: object) -> int:
+    """`max_line` if it is an int >= 1 (not a bool), else ValueError naming the value."""
+    if isinstance(max_line, bool) or not isinstance(max_line, int) or max_line < 1:
+        raise ValueError(f"max_line must be an integer >= 1, not {max_line!r}")
+    return int(max_line)
 
 
 class SseDecoder:
+    """The reader's rules with no I/O: `feed` bytes, get the items of the lines they complete."""
+
+    __slots__ = ("_buf", "_error", "_max_line", "_skip_lf", "_started")
+
     def __init__(self, max_line: int = MAX_LINE) -> None:
-        raise NotImplementedError
+        self._max_line = check_max_line(max_line)
+        self._buf = bytearray()  # the unfinished line (or, before _started, a BOM prefix)
+        self._started = False  # the stream start has been checked for a BOM
+        self._skip_lf = False  # the last line ended in "\r": a "\n" next is part of its end
+        self._error: SseError | None = None  # the latched fault
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[SseItem]:
-        raise NotImplementedError
+        """The items of the lines `data` completes; a fault found here is raised next call."""
+        if self._error is not None:
+            raise self._error
+        if type(data) is not bytes:
+            # Through memoryview, as the Cython twin takes a buffer: bytes(5) would be five
+            # NUL bytes, memoryview(5) is the TypeError it should be.
+            data = bytes(memoryview(data))
+        buf = self._buf
+        if not self._started:
+            # API.md (WHATWG): a BOM at the very start is dropped, even when it arrives split.
+            if buf:
+                data = bytes(buf) + data
+                buf.clear()
+            if len(data) < 3 and _BOM.startswith(data):
+                buf += data  # maybe a BOM: undecided, so no length check yet
+                return []
+            self._started = True
+            if data.startswith(_BOM):
+                data = data[3:]
+        if self._skip_lf:
+            # API.md (WHATWG): "\r\n" is one line end even when split across reads.
+            self._skip_lf = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if not data:
+            return []
+        if b"\r" in data:
+            # API.md (WHATWG): a lone "\r" ends a line. The buffer never ends in "\r" (it ends a
+            # line at once), so normalising each chunk on its own is exact.
+            self._skip_lf = data[-1] == 0x0D
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        rest = lines.pop()  # after the last line end: the start of the next, unfinished line
+        items: list[SseItem] = []
+        if lines:
+            if buf:
+                lines[0] = bytes(buf) + lines[0]
+                buf.clear()
+            max_line = self._max_line
+            append = items.append
+            for line in lines:
+                # 05 rule 2: too long, checked before decoding (API.md: same error however split).
+                if len(line) > max_line:
+                    return self._fault(items, LineTooLongError(max_line))
+                if line[:5] == b"data:":
+                    # 05 Context: exactly one leading space is dropped after "data:".
+                    value = line[6:] if line[5:6] == b" " else line[5:]
+                    if value == b"[DONE]":
+                        append(DONE)
+                        continue
+                    try:
+                        # 05 rules 1 and 5: decoded once, whole; "data:" is ASCII, so the value
+                        # is valid UTF-8 exactly when the line is.
+                        append(value.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        return self._fault(items, NotUtf8Error(line[:SHOW_BYTES]))
+                elif line == b"data":
+                    append("")  # API.md: a bare "data" (no colon) is data ""
+                elif not line.isascii():
+                    # 05 Context: blank lines, comments and other fields (API.md: the name must
+                    # be exactly "data") carry nothing, but COMMON.md: every line must be UTF-8.
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        return self._fault(items, NotUtf8Error(line[:SHOW_BYTES]))
+        if rest:
+            buf += rest
+            # 05 rule 2: a partial line is too long as soon as it exceeds max_line.
+            if len(buf) > self._max_line:
+                return self._fault(items, LineTooLongError(self._max_line))
+        return items
 
     def close(self) -> None:
-        raise NotImplementedError
+        """End of input: a clean end, or TruncatedError if a partial line is buffered."""
+        if self._error is not None:
+            raise self._error
+        if self._buf:
+            if len(self._buf) > self._max_line:  # an undecided BOM prefix, e.g. b"\xef\xbb"
+                self._error = LineTooLongError(self._max_line)  # 05 rule 2 before rule 3
+            else:  # 05 rule 3: the stream ended inside a line.
+                self._error = TruncatedError(bytes(self._buf[:SHOW_BYTES]))
+            self._buf = bytearray()
+            raise self._error
+        self._skip_lf = False
+
+    def _fault(self, items: list[SseItem], error: SseError) -> list[SseItem]:
+        """Latch `error` for the next call and hand out the items that precede it."""
+        self._error = error
+        self._buf = bytearray()
+        return items
 
 
 class Events:
-    def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
-        raise NotImplementedError
+    """The items of a blocking reader (`read(n) -> bytes`), one at a time (05 Interfaces)."""
 
-    def next_item(self) -> SseItem | None:
-        raise NotImplementedError
+    __slots__ = ("_buffer", "_decoder", "_ended", "_error", "_pending", "_read", "_readinto")
+
+    def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
+        self._decoder = SseDecoder(max_line)
+        # COMMON.md: readinto1/read1 return what has arrived; http.client's readinto/read on a
+        # chunked body block until the whole buffer is full, which stalls a live stream.
+        self._readinto: Any = None
+        self._read: Any = None
+        self._buffer = memoryview(bytearray(0))
+        for name in ("readinto1", "read1", "readinto", "read"):
+            method = getattr(reader, name, None)
+            if callable(method):
+                if name.startswith("readinto"):
+                    self._readinto = method
+                    self._buffer = memoryview(bytearray(READ_SIZE))
+                else:
+                    self._read = method
+                break
+        else:
+            raise TypeError(f"the reader has no read(n) method: {type(reader).__name__}")
+        self._pending: list[SseItem] = []  # items already decoded, in reverse order
+        self._ended = False
+        self._error: SseError | None = None
 
     def __iter__(self) -> Iterator[SseItem]:
-        raise NotImplementedError
+        while (item := self.next_item()) is not None:
+            yield item
+
+    def next_item(self) -> SseItem | None:
+        """The next item, or None once the stream has ended cleanly between lines (05 rule 3)."""
+        if self._pending:
+            return self._pending.pop()
+        if self._error is not None:
+            raise self._error
+        if self._ended:
+            return None  # 05 rule 3: None again if asked again (the reader is not read again)
+        decoder = self._decoder
+        while True:
+            if decoder._error is not None:  # a fault after the items already handed out
+                self._error = decoder._error
+                raise self._error
+            chunk = self._read_chunk()
+            try:
+                if not chunk:
+                    decoder.close()
+                    self._ended = True
+                    return None
+                items = decoder.feed(chunk)
+            except SseError as error:
+                self._error = error
+                raise
+            if items:
+                if len(items) > 1:
+                    items.reverse()
+                    self._pending = items
+                    return items.pop()
+                return items[0]
+
+    def _read_chunk(self) -> bytes | memoryview:
+        # 05 rule 4, in Python terms (API.md): the reader's exceptions.
+        while True:
+            try:
+                if self._readinto is not None:
+                    n = self._readinto(self._buffer)
+                    return self._buffer[: n or 0]
+                return self._read(READ_SIZE) or b""
+            except InterruptedError:
+                continue  # retried
+            except TimeoutError as err:  # socket.timeout is TimeoutError
+                self._error = SseTimeoutError()
+                raise self._error from err
+            except OSError as err:
+                self._error = SseIoError(err)
+                raise self._error from err
+            except http.client.IncompleteRead as err:  # a cut chunked body
+                self._error = TruncatedError()
+                raise self._error from err
 
 
 def iter_events(source: Iterable[bytes], max_line: int = MAX_LINE) -> Iterator[SseItem]:
-    raise NotImplementedError
+    """The items of an iterable of byte chunks (e.g. a `requests` `iter_content`)."""
+    decoder = SseDecoder(max_line)  # max_line is checked now, not at the first next()
+    return _iter_events(decoder, source)
+
+
+def _iter_events(decoder: SseDecoder, source: Iterable[bytes]) -> Iterator[SseItem]:
+    for chunk in source:
+        yield from decoder.feed(chunk)
+        if decoder._error is not None:
+            raise decoder._error  # without waiting for another chunk
+    decoder.close()
 
 
 def aiter_events(source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncIterator[SseItem]:
-    raise NotImplementedError
+    """The items of an async iterable of byte chunks (httpx `aiter_bytes`, aiohttp `iter_any`)."""
+    decoder = SseDecoder(max_line)
+    return _aiter_events(decoder, source)
+
+
+async def _aiter_events(
+    decoder: SseDecoder, source: AsyncIterable[bytes]
+) -> AsyncIterator[SseItem]:
+    async for chunk in source:
+        for item in decoder.feed(chunk):
+            yield item
+        if decoder._error is not None:
+            raise decoder._error
+    decoder.close()
