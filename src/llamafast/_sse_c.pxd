@@ -1,0 +1,69 @@
+# The SSE reader's C-level API (Cython twin), for the fused ChatStream in _chat_c.pyx.
+#
+#     from llamafast._sse_c cimport SseDecoder, SSE_NEED, SSE_ITEM, SSE_DONE
+#
+#     dec = SseDecoder(max_line)            # validates max_line (ValueError), as the Python class
+#     dec.feed_raw(p, n)                    # append n bytes (copied)
+#       or, to read straight into the buffer (no intermediate bytes object):
+#     p = dec.reserve(n)                    # >= n writable bytes at p (valid until the next call)
+#     ... write k <= n bytes at p ...
+#     dec.commit(k)                         # k of them arrived
+#     while True:
+#         code = dec.next_line(&data, &length)
+#         if code == SSE_ITEM:  data[0:length] is one data payload: the text after "data:" with
+#                               its one leading space dropped, line ending excluded, already
+#                               checked to be valid UTF-8 (the whole line was). It points INTO the
+#                               decoder's buffer and stays valid only until the next call of any
+#                               method of this decoder. At least SSE_PADDING (64) readable bytes
+#                               follow data + length inside the allocation (for simdjson's
+#                               padded parsing; their content is arbitrary).
+#                               dec.item_ascii is true when the payload is pure ASCII;
+#                               dec.item_str(data, length) builds the str (as `feed` hands out).
+#         elif code == SSE_DONE: "data: [DONE]"
+#         else (SSE_NEED): every buffered byte is used; append more or call finish().
+#     dec.finish()                          # end of input: returns 0 on a clean end, else raises
+#                                           # TruncatedError(partial[:64]) (latched)
+#
+# Errors: next_line raises (returns -1 with the exception set) LineTooLongError / NotUtf8Error
+# when it reaches the faulty line, i.e. after every item before it has been handed out; the error
+# is latched: every later next_line / finish (and Python-level feed / close) raises it again.
+# reserve / commit / feed_raw never raise a latched fault (only MemoryError); the next next_line
+# or finish does. dec.error is the latched exception or None.
+
+cdef enum:
+    SSE_NEED = 0      # every buffered byte is consumed: append more input, or finish()
+    SSE_ITEM = 1      # *data / *length: a data payload (valid UTF-8, inside the buffer)
+    SSE_DONE = 2      # the line "data: [DONE]"
+    SSE_FAULT = 3     # (internal: a fault was found and latched in .error; next_line raises it)
+    SSE_PADDING = 64  # readable bytes guaranteed after every payload handed out
+
+cdef class SseDecoder:
+    cdef char* buf              # malloc'd; allocation is cap + SSE_PADDING bytes
+    cdef Py_ssize_t cap         # usable capacity
+    cdef Py_ssize_t start       # first byte of the current (unfinished) line
+    cdef Py_ssize_t end         # end of the buffered bytes
+    cdef Py_ssize_t scanned     # [start, scanned): no line end there, and UTF-8-validated
+    cdef Py_ssize_t nl_pos      # first '\n' at/after scanned if nl_found, else searched up to it
+    cdef Py_ssize_t cr_pos      # the same for '\r'
+    cdef bint nl_found
+    cdef bint cr_found
+    cdef Py_ssize_t max_line
+    cdef unsigned int u8        # UTF-8 DFA state of [start, scanned) (0: at a boundary, 1: bad)
+    cdef bint nonascii          # a byte >= 0x80 in [start, scanned)
+    cdef bint skip_lf           # the last line ended in '\r': a '\n' at `start` belongs to it
+    cdef bint bom_done          # the stream start has been checked for a BOM
+    cdef readonly bint item_ascii   # the last SSE_ITEM payload is pure ASCII
+    cdef readonly object error      # the latched fault (an SseError) or None
+
+    cdef char* reserve(self, Py_ssize_t n) except NULL
+    cdef int commit(self, Py_ssize_t n) except -1
+    cdef int feed_raw(self, const char* data, Py_ssize_t length) except -1
+    cdef int next_line(self, const char** data, Py_ssize_t* length) except -1
+    cdef int finish(self) except -1
+    cdef object item_str(self, const char* data, Py_ssize_t length)
+
+    cdef int _scan(self, const char** data, Py_ssize_t* length) except -1
+    cdef Py_ssize_t _find_eol(self) noexcept nogil
+    cdef void _advance(self, Py_ssize_t nxt) noexcept nogil
+    cdef void _validate(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil
+    cdef int _fault(self, object error) except -1

@@ -1,0 +1,365 @@
+"""Differential tests of the SSE reader: the Cython twin against the pure one (issue 3, Tests).
+
+Random streams (data lines, comments, other fields, every line ending, BOMs, multi-byte and
+invalid UTF-8, over-long lines, small max_line) are split at random points and fed to both
+twins' `SseDecoder`: every feed must return the same items or raise the same error (class and
+args), and `close` must end the same way. `Events` is compared over a reader that gives one byte
+per read. The whole module is skipped when `llamafast._sse_c` is not built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import io
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import llamafast.pure
+from llamafast._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
+
+sse_c = pytest.importorskip("llamafast._sse_c", reason="the Cython SSE reader is not built")
+
+TWINS = {"python": llamafast.pure, "cython": sse_c}
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BOM = b"\xef\xbb\xbf"
+
+# --- strategies ---------------------------------------------------------------------------
+
+FIELDS = st.sampled_from(
+    [
+        b"data: ",
+        b"data:",
+        b"data",
+        b"data:  ",
+        b"data :",
+        b"DATA: ",
+        b"dat",
+        b"database: ",
+        b":",
+        b": comment ",
+        b"event: ",
+        b"id: ",
+        b"retry: 10",
+        b"",
+    ]
+)
+PIECES = st.one_of(
+    st.sampled_from(
+        [
+            b"hello",
+            b'{"choices":[]}',
+            b"[DONE]",
+            b" [DONE]",
+            b"[DONE] ",
+            "é€𝄞ñ".encode(),
+            "\u07ff\u0800\uffff\U00010000\U0010ffff".encode(),
+            b"\xff",  # never valid
+            b"\xc0\xaf",  # overlong '/'
+            b"\xc1\xbf",  # overlong
+            b"\xe0\x80\x80",  # overlong NUL
+            b"\xe0\x9f\xbf",  # overlong
+            b"\xed\xa0\x80",  # surrogate D800
+            b"\xed\xbf\xbf",  # surrogate DFFF
+            b"\xed\x9f\xbf",  # U+D7FF, valid
+            b"\xf0\x8f\xbf\xbf",  # overlong
+            b"\xf4\x90\x80\x80",  # past U+10FFFF
+            b"\xf5\x80\x80\x80",
+            b"\xe2\x82",  # truncated sequence
+            b"\xf0\x9f\x98",  # truncated sequence
+            b"\x80",  # stray continuation byte
+            BOM,  # not at the stream start: ordinary bytes
+            b":",
+            b" ",
+            b"x" * 70,
+        ]
+    ),
+    st.binary(max_size=6),
+)
+ENDINGS = st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n", b"\r\r\n", b"\n\r"])
+LINE = st.builds(
+    lambda f, ps, e: f + b"".join(ps) + e, FIELDS, st.lists(PIECES, max_size=4), ENDINGS
+)
+STREAM = st.builds(
+    lambda head, lines, tail: head + b"".join(lines) + tail,
+    st.sampled_from([b"", BOM, BOM[:1], BOM[:2], BOM + BOM, b"\xef\xbbx", b"\r", b"\n"]),
+    st.lists(LINE, max_size=12),
+    st.sampled_from([b"", b"", b"data: partial", b"\xef", b"\r", b"data: \xe2\x82"]),
+)
+# Raw bytes over a small alphabet that keeps hitting the interesting cases.
+ALPHABET = [
+    bytes([b]) for b in b"\r\n\r\ndata: x\xef\xbb\xbf\x80\xbf\xc3\xa9\xe2\xed\xa0\xf0\xf4\x90"
+]
+RAW = st.lists(st.sampled_from(ALPHABET), max_size=80).map(b"".join)
+MAX_LINE = st.one_of(st.integers(1, 40), st.sampled_from([64, 100, 1 << 20]))
+
+
+@st.composite
+def splits(draw: st.DrawFn, data: bytes) -> list[bytes]:
+    """`data` cut at random points (possibly empty pieces)."""
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=10)))
+    bounds = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# --- running a twin ------------------------------------------------------------------------
+
+
+def outcome(err: BaseException) -> tuple[str, tuple[Any, ...]]:
+    return (type(err).__name__, err.args)
+
+
+def run_decoder(module: Any, chunks: list[bytes], max_line: int) -> list[Any]:
+    """Every feed's result (or error), then close's; after an error, one more call (latched)."""
+    dec = module.SseDecoder(max_line)
+    trace: list[Any] = []
+    for chunk in chunks:
+        try:
+            trace.append(dec.feed(chunk))
+        except SseError as err:
+            trace.append(outcome(err))
+            with pytest.raises(type(err)) as again:
+                dec.close()
+            assert again.value.args == err.args
+            return trace
+    try:
+        trace.append(dec.close())
+    except SseError as err:
+        trace.append(outcome(err))
+        with pytest.raises(type(err)):
+            dec.feed(b"data: more\n")
+    return trace
+
+
+def flat(trace: list[Any]) -> tuple[list[Any], Any]:
+    """The items of a trace in order, and how it ended (None or the error's outcome)."""
+    items: list[Any] = []
+    for step in trace:
+        if isinstance(step, list):
+            items.extend(step)
+    return items, trace[-1]
+
+
+def check_both(chunks: list[bytes], max_line: int) -> None:
+    traces = {name: run_decoder(mod, chunks, max_line) for name, mod in TWINS.items()}
+    assert traces["cython"] == traces["python"]
+    # And the Cython twin alone does not depend on the split (rule 1 of 05-loopd-sse.md).
+    whole = run_decoder(sse_c, [b"".join(chunks)], max_line)
+    assert flat(traces["cython"]) == flat(whole)
+
+
+@SETTINGS
+@given(data=st.data(), stream=STREAM, max_line=MAX_LINE)
+def test_decoders_agree_on_sse_shaped_streams(
+    data: st.DataObject, stream: bytes, max_line: int
+) -> None:
+    check_both(data.draw(splits(stream)), max_line)
+
+
+@SETTINGS
+@given(data=st.data(), stream=RAW, max_line=MAX_LINE)
+def test_decoders_agree_on_raw_bytes(data: st.DataObject, stream: bytes, max_line: int) -> None:
+    check_both(data.draw(splits(stream)), max_line)
+
+
+@SETTINGS
+@given(stream=STREAM, max_line=MAX_LINE)
+def test_decoders_agree_byte_by_byte(stream: bytes, max_line: int) -> None:
+    check_both([stream[i : i + 1] for i in range(len(stream))], max_line)
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"\xef", b"\xbb", b"\xbf", b"data: a\n"],  # a BOM split over three reads
+        [b"\xef\xbb"],  # a BOM prefix, then the end: a cut line
+        [b"\xef\xbb", b"data: a\n"],  # not a BOM after all: "\xef\xbbdata" is no data field
+        [b"data: a\r", b"\ndata: b\r", b"data: c\r\n"],  # "\r\n" split; lone "\r"
+        [b"data: a\r", b"", b"\ndata: b\n"],
+        [b"data: " + b"x" * 30, b"\n"],  # too long while arriving
+        [b"data: x" + b"\xff" * 40 + b"\n"],  # too long and not UTF-8: too long wins
+        [b"data: ok\n", b"data: \xed\xa0\x80\n", b"data: after\n"],  # a surrogate
+        [b"data: ok\ndata: \xe2\x82"],  # cut inside a character, then the end
+        [b"data: ok\ndata: \xe2\x82\n"],  # a line cut inside a character
+    ],
+)
+@pytest.mark.parametrize("max_line", [1, 8, 32, 1 << 20])
+def test_decoders_agree_on_edge_cases(chunks: list[bytes], max_line: int) -> None:
+    check_both(chunks, max_line)
+
+
+def test_utf8_validation_matches_bytes_decode_exhaustively() -> None:
+    """Every 1- and 2-byte sequence, and every 3- and 4-byte sequence over the byte values that
+    sit on a boundary of the UTF-8 tables, as the payload of one line: the Cython twin accepts
+    exactly what `bytes.decode("utf-8")` accepts (the pure twin uses that very function)."""
+    edges = [0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF]
+    edges += [0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF]
+    seqs = [bytes([a]) for a in range(256)]
+    seqs += [bytes([a, b]) for a in range(256) for b in range(256)]
+    seqs += [bytes([a, b, c]) for a in edges for b in edges for c in edges]
+    seqs += [bytes([a, b, c, d]) for a in edges[19:] for b in edges for c in edges for d in edges]
+    for seq in seqs:
+        if b"\n" in seq or b"\r" in seq:
+            continue
+        dec = sse_c.SseDecoder()
+        got = dec.feed(b"data: " + seq + b"\n")
+        try:
+            want = [seq.decode("utf-8")]
+        except UnicodeDecodeError:
+            assert got == [], seq
+            with pytest.raises(llamafast.NotUtf8Error):
+                dec.close()
+        else:
+            assert got == want, seq
+
+
+# --- Events over a reader that gives one byte per read -----------------------------------
+
+
+class OneByte(io.RawIOBase):
+    """A reader that hands out one byte per read, then raises `fail` (if any) at the end."""
+
+    def __init__(self, data: bytes, fail: BaseException | None = None) -> None:
+        self._data = data
+        self._pos = 0
+        self._fail = fail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._pos >= len(self._data):
+            if self._fail is not None:
+                raise self._fail
+            return 0
+        buffer[0] = self._data[self._pos]
+        self._pos += 1
+        return 1
+
+
+class OneByteRead:
+    """The same with only read(n), to take the other path."""
+
+    def __init__(self, data: bytes, fail: BaseException | None = None) -> None:
+        self._inner = OneByte(data, fail)
+
+    def read(self, n: int) -> bytes:
+        buf = bytearray(1)
+        return bytes(buf[: self._inner.readinto(buf)])
+
+
+def run_events(module: Any, reader: Any, max_line: int) -> tuple[list[Any], Any]:
+    events = module.Events(reader, max_line)
+    items: list[Any] = []
+    while True:
+        try:
+            item = events.next_item()
+        except SseError as err:
+            with pytest.raises(type(err)):  # latched
+                events.next_item()
+            cause = err.__cause__
+            return items, (*outcome(err), None if cause is None else outcome(cause))
+        if item is None:
+            assert events.next_item() is None  # again if asked again
+            return items, None
+        items.append(item)
+
+
+READERS: dict[str, Callable[..., Any]] = {"readinto": OneByte, "read": OneByteRead}
+
+
+@SETTINGS
+@given(stream=STREAM, max_line=MAX_LINE, kind=st.sampled_from(sorted(READERS)))
+def test_events_agree_one_byte_per_read(stream: bytes, max_line: int, kind: str) -> None:
+    got = {name: run_events(mod, READERS[kind](stream), max_line) for name, mod in TWINS.items()}
+    assert got["cython"] == got["python"]
+    items, end = got["cython"]
+    assert (items, end and end[:2]) == flat(run_decoder(sse_c, [stream], max_line))
+
+
+@pytest.mark.parametrize(
+    ("fail", "error"),
+    [
+        (TimeoutError("timed out"), SseTimeoutError),
+        (http.client.IncompleteRead(b"da", 10), TruncatedError),
+        (ConnectionResetError(104, "reset"), SseIoError),
+    ],
+)
+@pytest.mark.parametrize("kind", sorted(READERS))
+def test_events_agree_on_reader_errors(
+    fail: BaseException, error: type[SseError], kind: str
+) -> None:
+    stream = b"data: a\ndata: \xc3\xa9\r\ndata: partial"
+    got = {name: run_events(mod, READERS[kind](stream, fail), 64) for name, mod in TWINS.items()}
+    assert got["cython"] == got["python"]
+    assert got["cython"][0] == ["a", "é"]
+    assert got["cython"][1][0] == error.__name__
+
+
+def test_events_propagate_other_exceptions_unchanged() -> None:
+    for mod in TWINS.values():
+        events = mod.Events(OneByte(b"data: a\ndata: b", KeyError("x")))
+        assert events.next_item() == "a"
+        with pytest.raises(KeyError):
+            events.next_item()
+
+
+# --- iter_events / aiter_events ------------------------------------------------------------
+
+
+def run_iter(make: Callable[[], Iterator[Any]]) -> tuple[list[Any], Any]:
+    items: list[Any] = []
+    try:
+        for item in make():
+            items.append(item)
+    except SseError as err:
+        return items, outcome(err)
+    return items, None
+
+
+async def arun(module: Any, chunks: list[bytes], max_line: int) -> tuple[list[Any], Any]:
+    async def source() -> Any:
+        for chunk in chunks:
+            yield chunk
+
+    items: list[Any] = []
+    try:
+        async for item in module.aiter_events(source(), max_line):
+            items.append(item)
+    except SseError as err:
+        return items, outcome(err)
+    return items, None
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), stream=STREAM, max_line=MAX_LINE)
+def test_iter_and_aiter_events_agree(data: st.DataObject, stream: bytes, max_line: int) -> None:
+    chunks = data.draw(splits(stream))
+    sync = {
+        name: run_iter(lambda mod=mod: mod.iter_events(iter(chunks), max_line))
+        for name, mod in TWINS.items()
+    }
+    assert sync["cython"] == sync["python"]
+    asy = {name: asyncio.run(arun(mod, chunks, max_line)) for name, mod in TWINS.items()}
+    assert asy["cython"] == asy["python"] == sync["python"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, False, 1.0, "8", None])
+def test_max_line_is_checked_the_same(bad: object) -> None:
+    messages = []
+    for mod in TWINS.values():
+        for make in (
+            lambda m: m.SseDecoder(bad),
+            lambda m: m.Events(io.BytesIO(b""), bad),
+            lambda m: m.iter_events([], bad),
+            lambda m: m.aiter_events(None, bad),
+        ):
+            with pytest.raises(ValueError, match="max_line") as err:
+                make(mod)
+            messages.append(str(err.value))
+    assert len(set(messages)) == 1
