@@ -1,0 +1,167 @@
+"""Memory (issue 3): what ChatStream holds does not grow with the stream, and max_line bounds
+what one line can make it buffer.
+
+Each measurement runs in a fresh interpreter (the process's peak RSS is its own, and it counts
+the C buffers of the Cython twin, which tracemalloc cannot see): a reader generates a
+llama-server-shaped body lazily (a 64 KiB block of whole chunks served again and again, never the
+whole body), the stream is iterated to its end, and the child reports its RSS before streaming
+and its peak RSS after. The Cython twin streams 256 MiB; the pure twin, about 15 times slower,
+streams 32 MiB (its memory behaviour does not depend on the length either, as the short/long
+comparison shows).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+MiB = 1 << 20
+
+CHILD = textwrap.dedent(
+    r"""
+    import json, resource, sys, time
+
+    impl, mode, size, max_line = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if impl == "cython":
+        from llamafast._chat_c import ChatStream
+    else:
+        from llamafast.pure import ChatStream
+    from llamafast import LineTooLongError, Progress
+
+    def chunk(i):
+        # a progress chunk as the server sends it, with every timing field and an unknown one:
+        # one Progress event, nothing that the completion keeps
+        return (
+            '{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant",'
+            '"content":null}}],"created":1,"id":"chatcmpl-mem","model":"tiny.gguf",'
+            '"object":"chat.completion.chunk","timings":{"cache_n":0,"prompt_n":%d,'
+            '"prompt_ms":1006.57,"prompt_per_token_ms":0.079,"prompt_per_second":12652.8,'
+            '"predicted_n":0,"predicted_ms":0.0,"predicted_per_token_ms":0.0,'
+            '"predicted_per_second":0.0},"prompt_progress":{"total":1000000,"cache":0,'
+            '"processed":%d,"time_ms":370},"padding":"%s"}' % (i, i, "x" * 64)
+        )
+
+    if mode == "chunks":
+        lines, n = [], 0
+        while n < 60000:
+            line = ("data: " + chunk(len(lines)) + "\n\n").encode()
+            lines.append(line)
+            n += len(line)
+        block = b"".join(lines)
+        tail = (
+            b'data: {"choices":[{"delta":{"content":"done"},"finish_reason":"stop"}],'
+            b'"id":"chatcmpl-mem"}\n\ndata: [DONE]\n\n'
+        )
+    else:  # one line that never ends
+        block = b"a" * 65536
+        tail = b""
+        first = b"data: "
+
+    class Lazy:
+        # serves `block` until `size` bytes have gone out, then `tail`: never the whole body
+        def __init__(self):
+            self.sent = 0
+            self.view = memoryview(block)
+            self.at = 0
+            self.tail = memoryview(tail)
+            self.head = memoryview(first if mode == "line" else b"")
+
+        def readinto1(self, buf):
+            if len(self.head):
+                src = self.head
+            elif self.sent < size:
+                if self.at == len(self.view):
+                    self.at = 0
+                src = self.view[self.at:]
+            else:
+                src = self.tail
+            n = min(len(buf), len(src))
+            buf[:n] = src[:n]
+            if src is self.head:
+                self.head = self.head[n:]
+            elif src is self.tail:
+                self.tail = self.tail[n:]
+            else:
+                self.at += n
+            self.sent += n
+            return n
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+
+    before = rss()
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    reader = Lazy()
+    stream = ChatStream(reader, max_line)
+    t = time.perf_counter()
+    events = 0
+    error = None
+    try:
+        for ev in stream:
+            events += 1
+    except LineTooLongError as err:
+        error = type(err).__name__
+    elapsed = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    content = None if error else stream.completion.content
+    print(json.dumps({
+        "before": before, "peak_before": peak_before, "peak": peak, "sent": reader.sent,
+        "events": events, "error": error, "content": content, "elapsed": elapsed,
+    }))
+    """
+)
+
+
+def measure(impl: str, mode: str, size: int, max_line: int = 1 << 20) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, impl, mode, str(size), str(max_line)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def growth(result: dict[str, object]) -> int:
+    """How far the peak RSS rose above the RSS before streaming (0 if it stayed under)."""
+    return max(0, int(result["peak"]) - max(int(result["before"]), int(result["peak_before"])))
+
+
+def long_size(impl: types.SimpleNamespace) -> int:
+    return 256 * MiB if impl.IMPLEMENTATION == "cython" else 32 * MiB
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_memory_does_not_grow_with_the_stream(impl: types.SimpleNamespace) -> None:
+    size = long_size(impl)
+    short = measure(impl.IMPLEMENTATION, "chunks", size // 16)
+    long = measure(impl.IMPLEMENTATION, "chunks", size)
+    for r, n in ((short, size // 16), (long, size)):
+        assert r["content"] == "done" and r["error"] is None
+        assert int(r["sent"]) >= n
+        assert int(r["events"]) > n // 1000  # one Progress per ~650-byte chunk, and the text
+    # bounded: a few MiB over the interpreter (the 64 KiB reads, one parser, the events in
+    # flight), and the same for a stream 16 times longer
+    assert growth(long) < 8 * MiB, long
+    assert growth(long) < growth(short) + 2 * MiB, (short, long)
+    if impl.IMPLEMENTATION == "cython":
+        assert float(long["elapsed"]) < 30, long  # 256 MiB, ~400,000 chunks: a few seconds
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.parametrize("max_line", [1 << 20, 8 << 20])
+def test_max_line_bounds_what_one_line_buffers(impl: types.SimpleNamespace, max_line: int) -> None:
+    """One line that never ends: LineTooLongError once max_line is passed, having read (and
+    buffered) about max_line bytes, not the 256 MiB on offer."""
+    r = measure(impl.IMPLEMENTATION, "line", long_size(impl), max_line)
+    assert r["error"] == "LineTooLongError"
+    assert int(r["sent"]) <= max_line + 2 * 65536  # it stopped reading right after the limit
+    assert growth(r) < 3 * max_line + 4 * MiB, r
