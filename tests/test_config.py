@@ -28,6 +28,8 @@ def test_config_is_immutable_and_compares_by_value() -> None:
     cfg = Config()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.infer = InferConfig()  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.limits.not_a_key = 1  # type: ignore[attr-defined]
     assert Config() == cfg
     assert hash(Config()) == hash(cfg)
 

@@ -75,6 +75,11 @@ def test_values_are_frozen_slotted_equal_by_value_and_hashable(value: Any) -> No
     field = dataclasses.fields(value)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(value, field, None)
+    # Not a field either: the same error (3.11's own slotted dataclasses raise a TypeError).
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.not_a_field = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(value, field)
     copy = dataclasses.replace(value)
     assert copy == value and copy is not value
     assert hash(copy) == hash(value)

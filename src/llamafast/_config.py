@@ -13,6 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._values import seal
+
 __all__ = ["Config", "InferConfig", "Limits"]
 
 _INT_MAX = 2**63 - 1
@@ -168,3 +170,6 @@ class Config:
             )
         except ValueError as err:
             raise ValueError(f"{name}: {err}") from None
+
+
+seal(globals())

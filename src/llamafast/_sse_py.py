@@ -170,8 +170,14 @@ class Events:
         self._error: SseError | None = None
 
     def __iter__(self) -> Iterator[SseItem]:
-        while (item := self.next_item()) is not None:
-            yield item
+        return self
+
+    def __next__(self) -> SseItem:
+        # An iterator of its own, as the Cython twin is: after a fault, next() raises it again.
+        item = self.next_item()
+        if item is None:
+            raise StopIteration
+        return item
 
     def next_item(self) -> SseItem | None:
         """The next item, or None once the stream has ended cleanly between lines (05 rule 3)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass, is_dataclass
 from typing import Any, Final, TypeAlias
 
 __all__ = [
@@ -211,3 +211,28 @@ class Done:
 DONE: Final = Done()
 
 SseItem: TypeAlias = str | Done
+
+
+
+def _refuse_setattr(self: object, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to {type(self).__name__}.{name}: it is immutable")
+
+
+def _refuse_delattr(self: object, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete {type(self).__name__}.{name}: it is immutable")
+
+
+def seal(namespace: dict[str, object]) -> None:
+    """Make every dataclass in `namespace` refuse every assignment with FrozenInstanceError.
+
+    Python 3.11's frozen+slots dataclasses answer an assignment to a name that is not a field
+    with "TypeError: super(type, obj)..." (their generated __setattr__ names the class that
+    slots=True replaced); these answer it the way they answer one to a field.
+    """
+    for obj in namespace.values():
+        if isinstance(obj, type) and is_dataclass(obj):
+            obj.__setattr__ = _refuse_setattr  # type: ignore[method-assign]
+            obj.__delattr__ = _refuse_delattr  # type: ignore[method-assign]
+
+
+seal(globals())
