@@ -59,18 +59,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-c-extensions", action="store_true", help="skip the Cython twin")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "c_only: runs only against the Cython twin")
+def _python_namespace() -> types.SimpleNamespace:
+    ns = types.SimpleNamespace(IMPLEMENTATION="python")
+    for name in NAMES:
+        setattr(ns, name, getattr(llamafast.pure, name))
+    return ns
 
 
-@pytest.fixture(scope="session", params=["python", "cython"])
-def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
-    if request.param == "python":
-        ns = types.SimpleNamespace(IMPLEMENTATION="python")
-        for name in NAMES:
-            setattr(ns, name, getattr(llamafast.pure, name))
-        return ns
-    if request.config.getoption("--no-c-extensions"):
+def _cython_or_skip(config: pytest.Config) -> types.SimpleNamespace:
+    if config.getoption("--no-c-extensions"):
         pytest.skip("--no-c-extensions")
     found = _cython_namespace()
     if isinstance(found, str):
@@ -80,20 +77,19 @@ def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
     return found
 
 
+@pytest.fixture(scope="session", params=["python", "cython"])
+def impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
+    if request.param == "python":
+        return _python_namespace()
+    return _cython_or_skip(request.config)
+
+
 @pytest.fixture(scope="session")
 def c_impl(request: pytest.FixtureRequest) -> types.SimpleNamespace:
     """The Cython twin alone, for differential tests (skipped when it is not built)."""
-    found = _cython_namespace()
-    if isinstance(found, str):
-        if os.environ.get("LLAMAFAST_REQUIRE_EXTENSIONS", "") not in ("", "0"):
-            pytest.fail(found)
-        pytest.skip(found)
-    return found
+    return _cython_or_skip(request.config)
 
 
 @pytest.fixture(scope="session")
 def py_impl() -> types.SimpleNamespace:
-    ns = types.SimpleNamespace(IMPLEMENTATION="python")
-    for name in NAMES:
-        setattr(ns, name, getattr(llamafast.pure, name))
-    return ns
+    return _python_namespace()

@@ -25,6 +25,7 @@ from ._client import (
     CONTROL_PATH,
     MAX_ERROR_BODY,
     Budget,
+    StreamState,
     Target,
     backoff_ms,
     control_accepted,
@@ -230,7 +231,7 @@ def _os_error(err: BaseException) -> OSError:
     return ConnectionResetError(f"{type(err).__name__}: {err}")
 
 
-class AsyncClientStream:
+class AsyncClientStream(StreamState):
     """One request's events: `async with` and `async for` (from `AsyncClient.stream`).
 
     Then `.completion`; `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
@@ -287,34 +288,6 @@ class AsyncClientStream:
                 raise StopAsyncIteration from None
             self._error = err
             raise
-
-    @property
-    def completion(self) -> Completion:
-        if self._error is not None:
-            raise self._error
-        if self._completion is None:
-            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
-        return self._completion
-
-    @property
-    def id(self) -> str | None:
-        return None if self._chat is None else self._chat.id
-
-    @property
-    def reasoning_tokens(self) -> int:
-        return 0 if self._chat is None else self._chat.reasoning_tokens
-
-    @property
-    def in_reasoning(self) -> bool:
-        return False if self._chat is None else self._chat.in_reasoning
-
-    @property
-    def is_finished(self) -> bool:
-        return False if self._chat is None else self._chat.is_finished
-
-    @property
-    def thinking_capped(self) -> bool:
-        return self._capped
 
     async def aclose(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent."""

@@ -56,9 +56,9 @@ from ._values import (
 )
 
 if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._chat_py import ChatStream
+    from ._chat_py import AsyncChatStream, ChatStream
 else:
-    from ._chat_c import ChatStream
+    from ._chat_c import AsyncChatStream, ChatStream
 
 __all__ = ["Client", "ClientStream"]
 
@@ -343,7 +343,45 @@ class Client:
         return control_accepted(status, text)
 
 
-class ClientStream:
+class StreamState:
+    """What both clients' streams show of the response: `.completion` once it has ended, and
+    the assembler's state as it arrives (`.id`, `.reasoning_tokens`, ...)."""
+
+    _chat: ChatStream | AsyncChatStream | None
+    _completion: Completion | None
+    _error: BaseException | None
+    _capped: bool
+
+    @property
+    def completion(self) -> Completion:
+        if self._error is not None:
+            raise self._error
+        if self._completion is None:
+            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
+        return self._completion
+
+    @property
+    def id(self) -> str | None:
+        return None if self._chat is None else self._chat.id
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return 0 if self._chat is None else self._chat.reasoning_tokens
+
+    @property
+    def in_reasoning(self) -> bool:
+        return False if self._chat is None else self._chat.in_reasoning
+
+    @property
+    def is_finished(self) -> bool:
+        return False if self._chat is None else self._chat.is_finished
+
+    @property
+    def thinking_capped(self) -> bool:
+        return self._capped
+
+
+class ClientStream(StreamState):
     """One request's events: a context manager and an iterator (from `Client.stream`).
 
     Iterate for the ChatEvents, then read `.completion`. `.id`, `.reasoning_tokens`,
@@ -403,34 +441,6 @@ class ClientStream:
                 raise StopIteration from None
             self._error = err
             raise
-
-    @property
-    def completion(self) -> Completion:
-        if self._error is not None:
-            raise self._error
-        if self._completion is None:
-            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
-        return self._completion
-
-    @property
-    def id(self) -> str | None:
-        return None if self._chat is None else self._chat.id
-
-    @property
-    def reasoning_tokens(self) -> int:
-        return 0 if self._chat is None else self._chat.reasoning_tokens
-
-    @property
-    def in_reasoning(self) -> bool:
-        return False if self._chat is None else self._chat.in_reasoning
-
-    @property
-    def is_finished(self) -> bool:
-        return False if self._chat is None else self._chat.is_finished
-
-    @property
-    def thinking_capped(self) -> bool:
-        return self._capped
 
     def close(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent; may be
