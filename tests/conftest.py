@@ -2,8 +2,9 @@
 
 `impl` is a namespace with the twin's SseDecoder, Events, iter_events, aiter_events, Assembler,
 ChatStream, AsyncChatStream and aiter_chat. Every test that takes it runs against the pure twin
-and, when it is built, the Cython twin. `--no-c-extensions` skips the Cython runs; with
-LLAMAFAST_REQUIRE_EXTENSIONS=1 a missing Cython twin fails instead of skipping.
+and, when it is built, the Cython twin. `--no-c-extensions` or LLAMAFAST_NO_EXTENSIONS=1 skip
+the Cython runs; with LLAMAFAST_REQUIRE_EXTENSIONS=1 a missing Cython twin fails instead of
+skipping.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _python_namespace() -> types.SimpleNamespace:
 def _cython_or_skip(config: pytest.Config) -> types.SimpleNamespace:
     if config.getoption("--no-c-extensions"):
         pytest.skip("--no-c-extensions")
+    if os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0"):
+        pytest.skip("LLAMAFAST_NO_EXTENSIONS is set: the pure twin only")
     found = _cython_namespace()
     if isinstance(found, str):
         if os.environ.get("LLAMAFAST_REQUIRE_EXTENSIONS", "") not in ("", "0"):

@@ -115,7 +115,7 @@ def run_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 def test_default_replay_as_a_process_shows_reasoning_then_the_answer(
     impl: types.SimpleNamespace,
 ) -> None:
-    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1" if impl.IMPLEMENTATION == "python" else "0"}
     done = run_process(env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
@@ -221,7 +221,7 @@ def test_json_lines_are_the_expected_events_and_completion(
 
 
 def test_json_of_the_default_as_a_process(impl: types.SimpleNamespace) -> None:
-    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1" if impl.IMPLEMENTATION == "python" else "0"}
     done = run_process("replay", "--json", env=env)
     assert (done.returncode, done.stderr) == (0, "")
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -324,7 +324,7 @@ def test_every_failure_is_one_line_and_status_1_in_process(
 def test_every_failure_is_one_line_and_status_1_as_a_process(
     impl: types.SimpleNamespace, tmp_path: Path
 ) -> None:
-    env = {"LLAMAFAST_NO_EXTENSIONS": "1"} if impl.IMPLEMENTATION == "python" else {}
+    env = {"LLAMAFAST_NO_EXTENSIONS": "1" if impl.IMPLEMENTATION == "python" else "0"}
     kinds = {kind: (arg, part) for arg, kind, part in reversed(failures(tmp_path))}
     for kind, (arg, part) in kinds.items():  # the first case of each kind (a process is slow)
         done = run_process("replay", arg, env=env)
