@@ -13,6 +13,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent
 PKG = HERE / "src" / "llamafast"
+BUILD_FAILED = "_build_failed.txt"  # read by llamafast/_compat.py
 NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") or (
     sys.implementation.name != "cpython"
 )
@@ -48,6 +49,8 @@ class OptionalBuildExt(build_ext):
     """A failed compile leaves a working pure install, with one line saying so."""
 
     def run(self):
+        out = PKG if self.inplace else Path(self.build_lib) / "llamafast"
+        (out / BUILD_FAILED).unlink(missing_ok=True)  # a stale one from an earlier build
         try:
             super().run()
         except Exception as err:  # no compiler, no Python headers, ...
@@ -65,6 +68,10 @@ class OptionalBuildExt(build_ext):
             "the pure-Python implementation will be used.",
             file=sys.stderr,
         )
+        # pip hides a successful build's output, so the package says it again at import.
+        out = PKG if self.inplace else Path(self.build_lib) / "llamafast"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / BUILD_FAILED).write_text(f"{type(err).__name__}: {err}\n", encoding="utf-8")
 
 
 setup(

@@ -7,8 +7,10 @@ Each check runs in a fresh interpreter, since the choice is made once, at import
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,45 @@ def test_pure_is_always_importable_and_has_the_same_names() -> None:
 def test_implementation_names_the_running_twin() -> None:
     expected = "cython" if llamafast.Assembler.__module__.endswith("_c") else "python"
     assert llamafast.IMPLEMENTATION == expected
+
+
+def _pure_copy(tmp_path: Path, failed: str | None) -> Path:
+    """The package's Python files alone (as an install without a compiler has them)."""
+    pkg = tmp_path / "llamafast"
+    shutil.copytree(
+        Path(llamafast.__file__).parent, pkg, ignore=shutil.ignore_patterns("*.so", "*.pyd")
+    )
+    (pkg / "_build_failed.txt").unlink(missing_ok=True)
+    if failed is not None:
+        (pkg / "_build_failed.txt").write_text(failed)
+    return tmp_path
+
+
+def test_an_install_that_could_not_compile_says_so_at_import(tmp_path: Path) -> None:
+    # issue 3: no compiler gives a working pure install with a warning; pip hides the build's
+    # own output, so setup.py leaves a note that the import turns into a RuntimeWarning.
+    root = _pure_copy(tmp_path, "CompileError: command 'g++' failed")
+    done = subprocess.run(
+        [sys.executable, "-c", "import llamafast; print(llamafast.IMPLEMENTATION)"],
+        env={**os.environ, "PYTHONPATH": str(root), "LLAMAFAST_NO_EXTENSIONS": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert done.stdout.strip() == "python"
+    assert "RuntimeWarning" in done.stderr
+    assert "could not be built" in done.stderr and "g++" in done.stderr
+
+
+def test_a_pure_install_by_choice_is_silent(tmp_path: Path) -> None:
+    root = _pure_copy(tmp_path, None)
+    done = subprocess.run(
+        [sys.executable, "-c", "import llamafast; print(llamafast.IMPLEMENTATION)"],
+        env={**os.environ, "PYTHONPATH": str(root), "LLAMAFAST_NO_EXTENSIONS": ""},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert (done.stdout.strip(), done.stderr) == ("python", "")
