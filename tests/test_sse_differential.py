@@ -13,6 +13,7 @@ import asyncio
 import http.client
 import io
 import itertools
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -216,6 +217,131 @@ def test_utf8_validation_matches_bytes_decode_exhaustively() -> None:
                 dec.close()
         else:
             assert got == want, seq
+
+
+# --- the Cython twin's own str builder: exact, canonical strs ------------------------------
+#
+# The Cython twin does not call bytes.decode: the validator counts each line's continuation
+# bytes and keeps its largest byte, and the str is allocated at that length and kind and filled
+# in one pass (ASCII runs 16 bytes at a time). These tests hold it to bytes.decode("utf-8") on
+# text from every plane, in long and short runs (so the 16- and 32-byte blocks see sequences at
+# every offset and across block edges), split at random points.
+
+# Characters of each width, and ASCII runs long enough to cross whole blocks.
+WIDE_CHARS = st.one_of(
+    st.characters(max_codepoint=0x7F, blacklist_characters="\r\n"),
+    st.characters(min_codepoint=0x80, max_codepoint=0xFF),
+    st.characters(min_codepoint=0x100, max_codepoint=0x7FF),
+    st.characters(min_codepoint=0x800, max_codepoint=0xFFFF, blacklist_categories=("Cs",)),
+    st.characters(min_codepoint=0x10000),
+)
+BLOCK_EDGES = st.sampled_from([15, 16, 17, 31, 32, 33, 63, 64, 65])
+ASCII_RUN = st.one_of(st.integers(0, 70), BLOCK_EDGES).map(lambda n: "a" * n)
+TEXT = st.lists(st.one_of(WIDE_CHARS, ASCII_RUN, st.text(max_size=8)), max_size=24).map(
+    lambda parts: "".join(parts).replace("\r", "").replace("\n", "")
+)
+
+
+def assert_same_str(got: Any, want: str) -> None:
+    """`got` is `want`, as a canonical compact str: same kind (size), same hash, and equal to a
+    str CPython built itself."""
+    assert type(got) is str
+    assert got == want
+    assert sys.getsizeof(got) == sys.getsizeof(want)
+    assert hash(got) == hash(want)
+    assert got == got.encode("utf-8").decode("utf-8")
+
+
+@SETTINGS
+@given(data=st.data(), texts=st.lists(TEXT, min_size=1, max_size=6))
+def test_item_str_is_exactly_bytes_decode(data: st.DataObject, texts: list[str]) -> None:
+    body = b"".join(b"data: " + t.encode("utf-8") + b"\n\n" for t in texts)
+    want = [t.encode("utf-8").decode("utf-8") for t in texts]
+    chunks = data.draw(splits(body))
+    # feed: the bytes scanned where they lie, and lines completed in the buffer across splits
+    dec = sse_c.SseDecoder()
+    got = [item for chunk in chunks for item in dec.feed(chunk)]
+    dec.close()
+    # Events: read into the buffer, one byte per read and 64 KiB at a time
+    got_events = list(sse_c.Events(OneByte(body)))
+    got_whole = list(sse_c.Events(io.BytesIO(body)))
+    for items in (got, got_events, got_whole):
+        assert len(items) == len(want)
+        for g, w in zip(items, want, strict=True):
+            assert_same_str(g, w)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "é",
+        "ÿ" * 40,
+        "a" * 31 + "é" + "a" * 33,
+        "a" * 15 + "Ā" + "a" * 16,
+        "\u07ff\u0800\uffff",
+        "x" * 100 + "😀",
+        "😀" + "x" * 100,
+        "日本語" * 20 + "a" * 17 + "\U0010ffff",
+        "\x00\x7f\x80\xff",
+    ],
+)
+def test_item_str_of_each_kind(text: str) -> None:
+    for chunks in ([b"data: " + text.encode() + b"\n"], [b"data: ", text.encode(), b"\r\n"]):
+        dec = sse_c.SseDecoder()
+        (got,) = [item for chunk in chunks for item in dec.feed(chunk)]
+        assert_same_str(got, text)
+
+
+# Invalid UTF-8 between long ASCII runs: a truncated sequence must not be "completed" by a
+# continuation byte that comes after a run of ASCII bytes, whatever the block boundaries.
+BROKEN = st.sampled_from(
+    [
+        *(b"\xe2\x82", b"\xe2", b"\xf0\x9f\x98", b"\xf0\x9f", b"\xc3"),  # cut short
+        *(b"\x80", b"\xac", b"\xbf\xbf"),  # stray continuation bytes
+        *(b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xc1\xbf", b"\xff"),
+        "é€😀".encode(),  # valid
+        "\u0800".encode(),
+    ]
+)
+BROKEN_LINE = st.builds(
+    lambda parts, end: b"data: " + b"".join(parts) + end,
+    st.lists(st.one_of(BROKEN, ASCII_RUN.map(str.encode)), max_size=8),
+    ENDINGS,
+)
+
+
+@SETTINGS
+@given(data=st.data(), lines=st.lists(BROKEN_LINE, min_size=1, max_size=5))
+def test_decoders_agree_on_broken_sequences_between_long_runs(
+    data: st.DataObject, lines: list[bytes]
+) -> None:
+    check_both(data.draw(splits(b"".join(lines))), 1 << 20)
+
+
+@pytest.mark.parametrize("before", range(0, 40, 3))
+@pytest.mark.parametrize("run", [15, 16, 17, 31, 32, 33, 48])
+def test_a_cut_sequence_is_not_completed_after_an_ascii_run(before: int, run: int) -> None:
+    line = b"data: " + b"a" * before + b"\xe2\x82" + b"b" * run + b"\xac\n"
+    check_both([line], 1 << 20)
+    dec = sse_c.SseDecoder()
+    assert dec.feed(line) == []
+    with pytest.raises(llamafast.NotUtf8Error):
+        dec.close()
+
+
+def test_feed_keeps_its_own_copy_of_the_unfinished_line() -> None:
+    """feed scans a bytes-like argument where it lies and copies only the unfinished tail: the
+    caller may reuse its buffer at once."""
+    for twin in TWINS.values():
+        dec = twin.SseDecoder()
+        buf = bytearray(b"data: 1\ndata: ab\xc3")
+        assert dec.feed(buf) == ["1"]
+        buf[:] = b"XXXXXXXXXXXXXXXXXXX"
+        assert dec.feed(memoryview(bytearray(b"\xa9c\n"))) == ["abéc"]
+        assert dec.feed(memoryview(b"..data: z\n")[2:]) == ["z"]
+        dec.close()
 
 
 # --- Events over a reader that gives one byte per read -----------------------------------

@@ -1,25 +1,20 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Events and Assembler fused, Cython twin (API.md, The whole response in one loop).
 
-The reader's bytes land straight in the SSE decoder's buffer (readinto1 / readinto into the
-space `reserve` hands out); each data line's payload goes from there to simdjson as a pointer and
-a length (`next_line`, then `push_into`, parsing in place thanks to the decoder's padding): no
-bytes object and no str is built for a payload, only the events. Same behaviour, errors and
+The reader's bytes land straight in the SSE decoder's buffer (_sse_c's BoundReader: readinto1 /
+readinto into the space `reserve` hands out, the reader's errors mapped as Events maps them);
+each data line's payload goes from there to simdjson as a pointer and a length (`next_line`,
+then `push_into`, parsing in place thanks to the decoder's padding): no bytes object and no str
+is built for a payload, only the events. Same behaviour, errors and
 latching as _chat_py.py (whose structure this follows: pending events, one latched error).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.memoryview cimport PyMemoryView_FromMemory
-
-from http.client import IncompleteRead
 
 from ._assemble_c cimport Assembler
-from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
+from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, BoundReader, SseDecoder
 
 from ._assemble_c import PADDING
-from ._errors import SseIoError, SseTimeoutError, TruncatedError
 from ._sse_c import MAX_LINE
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
@@ -27,49 +22,9 @@ __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
 cdef str _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 cdef str _CLOSED = "the stream was closed before it ended"
 
-cdef enum:
-    READ_SIZE = 65536  # COMMON.md: reads of 65536 bytes
-    MODE_READINTO1 = 0
-    MODE_READ1 = 1
-    MODE_READINTO = 2
-    MODE_READ = 3
-
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
 cdef bint _PADDED = SSE_PADDING >= PADDING
-
-
-cdef int _append(SseDecoder dec, object data) except -1:
-    """Append any bytes-like object to the decoder (as _sse_c's feed does)."""
-    cdef Py_buffer view
-    if PyBytes_CheckExact(data):
-        return dec.feed_raw(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    try:
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    except BufferError:  # e.g. a non-contiguous memoryview
-        data = bytes(data)
-        return dec.feed_raw(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    try:
-        dec.feed_raw(<const char*>view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return 0
-
-
-cdef object _read_error(object err):
-    """The reader's exception mapped as _sse_py.Events does (05 rule 4, COMMON.md), or None to
-    let it propagate unchanged."""
-    if isinstance(err, TimeoutError):  # socket.timeout is TimeoutError
-        e = SseTimeoutError()
-    elif isinstance(err, IncompleteRead):  # http.client's cut chunked body
-        e = TruncatedError()
-    elif isinstance(err, OSError):
-        e = SseIoError(err)
-    else:
-        return None
-    e.__cause__ = err  # as the pure twin's `raise ... from err`
-    e.__suppress_context__ = True
-    return e
 
 
 cdef class _State:
@@ -163,20 +118,12 @@ cdef class ChatStream(_State):
     """The ChatEvents of a blocking reader's response, in order; then `.completion`."""
 
     cdef object _reader
-    cdef object _read
-    cdef int _mode
+    cdef BoundReader _src
 
     def __init__(self, reader, max_line=MAX_LINE):
         self._dec = SseDecoder(max_line)
         self._reader = reader
-        for mode, name in enumerate(("readinto1", "read1", "readinto", "read")):
-            method = getattr(reader, name, None)
-            if callable(method):
-                self._mode = mode
-                self._read = method
-                break
-        else:
-            raise TypeError(f"the reader has no read(n) method: {type(reader).__name__}")
+        self._src = BoundReader(reader, self._dec)
 
     def __iter__(self):
         return self
@@ -206,38 +153,9 @@ cdef class ChatStream(_State):
 
     cdef int _fill(self) except -1:
         """One read into the decoder's buffer; sets `_eof` at the end of the body."""
-        cdef char* p
-        cdef Py_ssize_t n
-        while True:
-            try:
-                if self._mode == MODE_READINTO1 or self._mode == MODE_READINTO:
-                    p = self._dec.reserve(READ_SIZE)
-                    view = PyMemoryView_FromMemory(p, READ_SIZE, PyBUF_WRITE)
-                    try:
-                        got = self._read(view)
-                    finally:
-                        view.release()
-                    n = 0 if got is None else got
-                    if n < 0 or n > READ_SIZE:
-                        raise ValueError(f"readinto returned {got!r} for a {READ_SIZE}-byte buffer")
-                    if n == 0:
-                        self._eof = True
-                    else:
-                        self._dec.commit(n)
-                else:
-                    got = self._read(READ_SIZE)
-                    if not got:
-                        self._eof = True
-                    else:
-                        _append(self._dec, got)
-                return 0
-            except InterruptedError:
-                continue  # retried
-            except Exception as err:
-                mapped = _read_error(err)
-                if mapped is None:
-                    raise
-                raise mapped
+        self._src.fill()
+        self._eof = self._src.eof
+        return 0
 
     def close(self):
         """Close the reader (if it has close()); iteration stops."""
@@ -289,7 +207,7 @@ cdef class AsyncChatStream(_State):
                 except StopAsyncIteration:
                     self._eof = True
                 else:
-                    _append(self._dec, chunk)
+                    self._dec.append(chunk)
         except Exception as err:
             self._error = err
             raise

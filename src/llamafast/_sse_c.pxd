@@ -1,13 +1,15 @@
 # The SSE reader's C-level API (Cython twin), for the fused ChatStream in _chat_c.pyx.
 #
-#     from llamafast._sse_c cimport SseDecoder, SSE_NEED, SSE_ITEM, SSE_DONE
+#     from llamafast._sse_c cimport SseDecoder, BoundReader, SSE_NEED, SSE_ITEM, SSE_DONE
 #
 #     dec = SseDecoder(max_line)            # validates max_line (ValueError), as the Python class
 #     dec.feed_raw(p, n)                    # append n bytes (copied)
+#     dec.append(obj)                       # append any bytes-like object (copied)
 #       or, to read straight into the buffer (no intermediate bytes object):
 #     p = dec.reserve(n)                    # >= n writable bytes at p (valid until the next call)
 #     ... write k <= n bytes at p ...
 #     dec.commit(k)                         # k of them arrived
+#       or let a BoundReader do that with a blocking reader (below).
 #     while True:
 #         code = dec.next_line(&data, &length)
 #         if code == SSE_ITEM:  data[0:length] is one data payload: the text after "data:" with
@@ -27,8 +29,21 @@
 # Errors: next_line raises (returns -1 with the exception set) LineTooLongError / NotUtf8Error
 # when it reaches the faulty line, i.e. after every item before it has been handed out; the error
 # is latched: every later next_line / finish (and Python-level feed / close) raises it again.
-# reserve / commit / feed_raw never raise a latched fault (only MemoryError); the next next_line
-# or finish does. dec.error is the latched exception or None.
+# reserve / commit / feed_raw / append never raise a latched fault (only MemoryError, and
+# append's TypeError for what is not bytes-like); the next next_line or finish does.
+# dec.error is the latched exception or None.
+#
+# A blocking reader bound to a decoder (what Events and ChatStream read with):
+#
+#     src = BoundReader(reader, dec)        # TypeError if reader has none of the read methods
+#     src.fill()                            # one read of READ_SIZE bytes into dec; src.eof is
+#                                           # set when the reader is at its end
+#
+# fill() uses readinto1 / read1 / readinto / read, the first the reader has (readinto* write
+# straight into the decoder's buffer); it retries InterruptedError and maps the reader's
+# exceptions: TimeoutError -> SseTimeoutError, http.client.IncompleteRead -> TruncatedError,
+# other OSError -> SseIoError (each with the original as __cause__). A mapped error is latched in
+# src.error and raised again by every later fill(); anything else propagates unchanged.
 
 cdef enum:
     SSE_NEED = 0      # every buffered byte is consumed: append more input, or finish()
@@ -36,34 +51,47 @@ cdef enum:
     SSE_DONE = 2      # the line "data: [DONE]"
     SSE_FAULT = 3     # (internal: a fault was found and latched in .error; next_line raises it)
     SSE_PADDING = 64  # readable bytes guaranteed after every payload handed out
+    SSE_READ_SIZE = 65536  # bytes asked of a reader per read (COMMON.md)
 
 cdef class SseDecoder:
     cdef char* buf              # malloc'd; allocation is cap + SSE_PADDING bytes
-    cdef Py_ssize_t cap         # usable capacity
+    cdef const char* base       # what start / scanned / end index: buf, except inside feed(),
+                                # which scans the caller's bytes where they lie
+    cdef Py_ssize_t cap         # usable capacity of buf
     cdef Py_ssize_t start       # first byte of the current (unfinished) line
     cdef Py_ssize_t end         # end of the buffered bytes
     cdef Py_ssize_t scanned     # [start, scanned): no line end there, and UTF-8-validated
-    cdef Py_ssize_t nl_pos      # first '\n' at/after scanned if nl_found, else searched up to it
-    cdef Py_ssize_t cr_pos      # the same for '\r'
-    cdef bint nl_found
-    cdef bint cr_found
     cdef Py_ssize_t max_line
     cdef unsigned int u8        # UTF-8 DFA state of [start, scanned) (0: at a boundary, 1: bad)
-    cdef bint nonascii          # a byte >= 0x80 in [start, scanned)
+    cdef Py_ssize_t ncont       # continuation bytes (80-BF) in [start, scanned)
+    cdef unsigned int umax      # the largest byte in [start, scanned) (0 if none)
     cdef bint skip_lf           # the last line ended in '\r': a '\n' at `start` belongs to it
     cdef bint bom_done          # the stream start has been checked for a BOM
+    cdef Py_ssize_t item_ncont  # the last SSE_ITEM payload's continuation bytes ...
+    cdef unsigned int item_umax # ... and largest byte (what item_str sizes the str from)
     cdef readonly bint item_ascii   # the last SSE_ITEM payload is pure ASCII
     cdef readonly object error      # the latched fault (an SseError) or None
 
     cdef char* reserve(self, Py_ssize_t n) except NULL
     cdef int commit(self, Py_ssize_t n) except -1
     cdef int feed_raw(self, const char* data, Py_ssize_t length) except -1
+    cdef int append(self, object data) except -1
     cdef int next_line(self, const char** data, Py_ssize_t* length) except -1
     cdef int finish(self) except -1
     cdef object item_str(self, const char* data, Py_ssize_t length)
 
-    cdef int _scan(self, const char** data, Py_ssize_t* length) except -1
-    cdef Py_ssize_t _find_eol(self) noexcept nogil
-    cdef void _advance(self, Py_ssize_t nxt) noexcept nogil
-    cdef void _validate(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil
+    cdef list _feed(self, const char* data, Py_ssize_t length)
+    cdef int _feed_in_place(self, const char* data, Py_ssize_t length, list items) except -1
+    cdef int _drain(self, list items) except -1
+    cdef int _keep(self, const char* tail, Py_ssize_t n, Py_ssize_t scanned) except -1
     cdef int _fault(self, object error) except -1
+
+
+cdef class BoundReader:
+    cdef SseDecoder dec
+    cdef object read                # the reader's bound read method
+    cdef int mode                   # which one (MODE_* in _sse_c.pyx)
+    cdef readonly bint eof          # the reader returned no bytes: it is at its end
+    cdef readonly object error      # the latched, mapped reader error, or None
+
+    cdef int fill(self) except -1

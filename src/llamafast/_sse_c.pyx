@@ -2,22 +2,26 @@
 # cython: cdivision=True, embedsignature=True
 """The SSE reader, Cython twin of `_sse_py.py` (05-loopd-sse.md plus API.md's WHATWG rules).
 
-Strategy: one malloc'd buffer holding [start, end) unconsumed bytes, a `scanned` cursor up to
-which the current line has been searched for its end AND validated as UTF-8 (so each byte is
-looked at once however the bytes are split, like h11's receive buffer), `memchr` for '\n' and
-'\r' with both results cached so '\r'-only streams stay O(n), and a table-driven strict UTF-8
-DFA (the same bytes `bytes.decode("utf-8")` rejects) with a word-at-a-time ASCII fast path. A
-`str` is built only for a data line that is handed out; the fused ChatStream takes the payload
-as (pointer, length) through the cdef API documented in `_sse_c.pxd`, with no `str` at all.
+Strategy: one malloc'd buffer holding the unfinished line, and a `scanned` cursor up to which
+the current line has been searched for its end AND validated as UTF-8, so each byte is looked at
+once however the bytes are split (like h11's receive buffer). One pass does both: 16 bytes at a
+time (SSE2; 8 with plain 64-bit words elsewhere) test for '\n', '\r' and non-ASCII at once; only
+a block holding one of them is walked byte by byte through a table-driven strict UTF-8 DFA (the
+bytes `bytes.decode("utf-8")` rejects), which also counts the line's continuation bytes and
+keeps its largest byte. Those two numbers give the str's length and kind, so a data line's str
+is allocated once at its final size and filled in one pass (ASCII runs copied or widened 16
+bytes at a time) instead of going through PyUnicode_DecodeUTF8's grow-and-widen path; an ASCII
+line is a memcpy. `feed` scans the caller's bytes where they lie and copies only the unfinished
+tail; `Events` and the fused ChatStream read straight into the buffer (`BoundReader`), and the
+ChatStream takes each payload as (pointer, length) through the cdef API in `_sse_c.pxd`.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from libc.stdint cimport uint64_t
-from libc.string cimport memchr, memcmp, memcpy, memmove
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcmp, memcpy, memmove
 
 from http.client import IncompleteRead
 
@@ -31,9 +35,6 @@ from llamafast._errors import (
 from llamafast._values import DONE
 
 cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    void* PyUnicode_DATA(object o)
-    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyMemoryView_FromMemory(char* mem, Py_ssize_t size, int flags)
     int PyBUF_WRITE
 
@@ -44,8 +45,25 @@ cdef extern from "Python.h":
 # needed, 3 two needed, 4 after E0, 5 after ED, 6 three needed, 7 after F0, 8 after F4.
 # Classes: 0 00-7F, 1 80-8F, 2 90-9F, 3 A0-BF, 4 C0-C1 F5-FF, 5 C2-DF, 6 E0, 7 E1-EC EE-EF,
 # 8 ED, 9 F0, 10 F1-F3, 11 F4.
+#
+# llf_scan: the line-end search and the DFA in one pass (see the module docstring).
+# llf_str: the str of a validated line from (bytes, length, continuation bytes, largest byte).
+# A valid line's largest byte is its widest lead byte: C2/C3 only -> every char <= U+00FF
+# (1-byte kind), up to EF -> <= U+FFFF (2-byte kind), F0-F4 -> a char > U+FFFF (4-byte kind);
+# and its length in chars is its length in bytes minus its continuation bytes. So the str gets
+# exactly the compact kind PyUnicode_DecodeUTF8 would give it (str equality and hashing
+# depend on that).
 cdef extern from *:
     """
+    #include <stdint.h>
+    #include <string.h>
+    /* SSE2 is part of x86-64; elsewhere (or with -DLLF_NO_SIMD, to test it) plain 64-bit words */
+    #if !defined(LLF_NO_SIMD) && (defined(__SSE2__) || defined(_M_X64) \\
+                                 || (defined(_M_IX86_FP) && _M_IX86_FP >= 2))
+    #include <emmintrin.h>
+    #define LLF_SSE2 1
+    #endif
+
     static const unsigned char llf_u8_class[256] = {
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -67,31 +85,271 @@ cdef extern from *:
         1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1,
         1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
     };
-    """
-    const unsigned char llf_u8_class[256]
-    const unsigned char llf_u8_next[108]
 
-cdef extern from *:
+    #define LLF_HIGH 0x8080808080808080ULL
+    #define LLF_ONES 0x0101010101010101ULL
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static inline unsigned int llf_ctz(unsigned int x) { unsigned long r; _BitScanForward(&r, x); return r; }
+    #else
+    #define llf_ctz(x) ((unsigned int)__builtin_ctz(x))
+    #endif
+
+    /* The offset of the first LF or CR in p[0:n), or n. The bytes before it go through the
+       DFA (state *st), their continuation bytes are added to *ncont, and *umax becomes the
+       largest byte seen. Only non-ASCII bytes, and bytes while a sequence is open, are walked
+       one by one; an ASCII byte leaves the accept and reject states as they are, so runs of
+       ASCII are skipped a block at a time, but only from one of those two states. */
+    static inline Py_ssize_t llf_scan(const unsigned char *p, Py_ssize_t n, unsigned int *st,
+                                      Py_ssize_t *ncont, unsigned int *umax)
+    {
+        Py_ssize_t i = 0, lim;
+        unsigned int s = *st, mx = *umax, c;
+        Py_ssize_t nc = *ncont;
+    #ifdef LLF_SSE2
+        const __m128i nl = _mm_set1_epi8('\\n'), cr = _mm_set1_epi8('\\r');
+        const __m128i c07 = _mm_set1_epi8(7), c0f = _mm_set1_epi8(15);
+        unsigned int em, hm;
+    #endif
+        for (;;) {
+            /* one by one: inside a sequence (s > 1), or at a non-ASCII byte */
+            while (i < n && (s > 1 || p[i] >= 0x80)) {
+                c = p[i];
+                if (s == 0 && c >= 0xC2 && c <= 0xF4 && n - i >= 4) {
+                    /* a lead byte with its whole sequence in reach: checked directly (what the
+                       DFA accepts, with shorter dependency chains); else the DFA rejects it */
+                    unsigned int lo = 0x80, hi = 0xBF, c1 = p[i + 1];
+                    if (c == 0xE0)
+                        lo = 0xA0;
+                    else if (c == 0xED)
+                        hi = 0x9F;
+                    else if (c == 0xF0)
+                        lo = 0x90;
+                    else if (c == 0xF4)
+                        hi = 0x8F;
+                    if (c1 >= lo && c1 <= hi) {
+                        if (c > mx)
+                            mx = c;  /* a lead byte is larger than any continuation byte */
+                        if (c < 0xE0) {
+                            nc += 1;
+                            i += 2;
+                            continue;
+                        }
+                        if ((p[i + 2] & 0xC0) == 0x80) {
+                            if (c < 0xF0) {
+                                nc += 2;
+                                i += 3;
+                                continue;
+                            }
+                            if ((p[i + 3] & 0xC0) == 0x80) {
+                                nc += 3;
+                                i += 4;
+                                continue;
+                            }
+                        }
+                    }
+                }
+                if (c == '\\n' || c == '\\r')
+                    goto done;
+                s = llf_u8_next[s * 12 + llf_u8_class[c]];
+                if (c >= 0x80) {
+                    nc += c < 0xC0;
+                    if (c > mx)
+                        mx = c;
+                }
+                i++;
+            }
+            /* here s is accept or reject, and p[i] (if any) is ASCII */
+    #ifdef LLF_SSE2
+            while (n - i >= 64) {
+                /* coarse, 64 bytes a turn: (byte | 7) == 0x0F flags 08-0F (LF and CR among
+                   them), the sign bit flags non-ASCII; the exact test below sorts the rare
+                   control bytes out */
+                __m128i v0 = _mm_loadu_si128((const __m128i *)(p + i));
+                __m128i v1 = _mm_loadu_si128((const __m128i *)(p + i + 16));
+                __m128i v2 = _mm_loadu_si128((const __m128i *)(p + i + 32));
+                __m128i v3 = _mm_loadu_si128((const __m128i *)(p + i + 48));
+                __m128i h0 = _mm_cmpeq_epi8(_mm_or_si128(v0, c07), c0f);
+                __m128i h1 = _mm_cmpeq_epi8(_mm_or_si128(v1, c07), c0f);
+                __m128i h2 = _mm_cmpeq_epi8(_mm_or_si128(v2, c07), c0f);
+                __m128i h3 = _mm_cmpeq_epi8(_mm_or_si128(v3, c07), c0f);
+                __m128i a = _mm_or_si128(_mm_or_si128(h0, v0), _mm_or_si128(h1, v1));
+                __m128i b = _mm_or_si128(_mm_or_si128(h2, v2), _mm_or_si128(h3, v3));
+                if (_mm_movemask_epi8(_mm_or_si128(a, b)))
+                    break;
+                i += 64;
+            }
+            while (n - i >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+                em = (unsigned int)_mm_movemask_epi8(
+                    _mm_or_si128(_mm_cmpeq_epi8(v, nl), _mm_cmpeq_epi8(v, cr)));
+                hm = (unsigned int)_mm_movemask_epi8(v);
+                if ((em | hm) == 0) {
+                    i += 16;
+                    continue;
+                }
+                /* the first line end, unless a non-ASCII byte comes before it */
+                if (em != 0 && (hm & ((em & (0u - em)) - 1u)) == 0) {
+                    i += llf_ctz(em);
+                    goto done;
+                }
+                i += llf_ctz(hm);
+                break;
+            }
+            if (i < n && p[i] >= 0x80)
+                continue;
+            lim = n;  /* fewer than 16 bytes are left */
+    #else
+            while (n - i >= 8) {
+                uint64_t w, a, b;
+                memcpy(&w, p + i, 8);
+                a = w ^ (LLF_ONES * '\\n');
+                b = w ^ (LLF_ONES * '\\r');
+                /* a zero byte in a or b (exact as to whether there is one), or a high bit */
+                if ((((a - LLF_ONES) & ~a) | ((b - LLF_ONES) & ~b) | w) & LLF_HIGH)
+                    break;
+                i += 8;
+            }
+            lim = n - i >= 8 ? i + 8 : n;
+    #endif
+            for (; i < lim; i++) {  /* ASCII bytes one by one, up to a non-ASCII one */
+                c = p[i];
+                if (c >= 0x80)
+                    break;
+                if (c == '\\n' || c == '\\r')
+                    goto done;
+            }
+            if (i >= n)
+                break;
+        }
+    done:
+        *st = s;
+        *ncont = nc;
+        *umax = mx;
+        return i;
+    }
+
+    /* The offset of the first LF or CR in p[0:n), or n (no validation). */
+    static Py_ssize_t llf_find_eol(const char *p, Py_ssize_t n)
+    {
+        const char *nl = (const char *)memchr(p, '\\n', (size_t)n);
+        Py_ssize_t lim = nl != NULL ? nl - p : n;
+        const char *cr = (const char *)memchr(p, '\\r', (size_t)lim);
+        return cr != NULL ? cr - p : lim;
+    }
+
+    /* Copy the ASCII run at *pp (it ends at the first byte >= 0x80 or at e) to the str data
+       `d` of kind `kind` from index i, widening each byte; return the index after it. With
+       SSE2, 16 bytes a turn (the kind test is the same every turn: predicted); the rest, and
+       everything elsewhere, byte by byte. */
+    static inline Py_ssize_t llf_ascii_run(const unsigned char **pp, const unsigned char *e,
+                                           int kind, void *d, Py_ssize_t i)
+    {
+        const unsigned char *p = *pp;
+    #ifdef LLF_SSE2
+        const __m128i z = _mm_setzero_si128();
+        while (e - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p), lo, hi;
+            if (_mm_movemask_epi8(v))
+                break;
+            if (kind == PyUnicode_1BYTE_KIND) {
+                _mm_storeu_si128((__m128i *)((Py_UCS1 *)d + i), v);
+            } else {
+                lo = _mm_unpacklo_epi8(v, z);
+                hi = _mm_unpackhi_epi8(v, z);
+                if (kind == PyUnicode_2BYTE_KIND) {
+                    _mm_storeu_si128((__m128i *)((Py_UCS2 *)d + i), lo);
+                    _mm_storeu_si128((__m128i *)((Py_UCS2 *)d + i + 8), hi);
+                } else {
+                    Py_UCS4 *o = (Py_UCS4 *)d + i;
+                    _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi16(lo, z));
+                    _mm_storeu_si128((__m128i *)(o + 4), _mm_unpackhi_epi16(lo, z));
+                    _mm_storeu_si128((__m128i *)(o + 8), _mm_unpacklo_epi16(hi, z));
+                    _mm_storeu_si128((__m128i *)(o + 12), _mm_unpackhi_epi16(hi, z));
+                }
+            }
+            p += 16;
+            i += 16;
+        }
+    #endif
+        while (p < e && *p < 0x80) {
+            PyUnicode_WRITE(kind, d, i, *p);
+            p++;
+            i++;
+        }
+        *pp = p;
+        return i;
+    }
+
+    /* The str of the valid UTF-8 s[0:n), which has `ncont` continuation bytes and `umax` as its
+       largest byte: allocated once at its final length and kind, filled in one pass. */
+    static PyObject *llf_str(const char *s, Py_ssize_t n, Py_ssize_t ncont, unsigned int umax)
+    {
+        const unsigned char *p = (const unsigned char *)s, *e = p + n;
+        Py_ssize_t nchars = n - ncont, i = 0;
+        PyObject *u;
+        void *d;
+        int kind;
+        unsigned int c;
+        Py_UCS4 ch;
+        if (umax < 0x80) {
+            u = PyUnicode_New(n, 127);
+            if (u != NULL)
+                memcpy(PyUnicode_1BYTE_DATA(u), s, (size_t)n);
+            return u;
+        }
+        u = PyUnicode_New(nchars, umax < 0xC4 ? 0xFF : umax < 0xF0 ? 0xFFFF : 0x10FFFF);
+        if (u == NULL)
+            return NULL;
+        kind = PyUnicode_KIND(u);
+        d = PyUnicode_DATA(u);
+        while (p < e) {
+            c = *p;
+            if (c < 0x80) {
+                i = llf_ascii_run(&p, e, kind, d, i);
+                continue;
+            }
+            if (c < 0xE0) {
+                ch = ((c & 0x1F) << 6) | (p[1] & 0x3F);
+                p += 2;
+            } else if (c < 0xF0) {
+                ch = ((c & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+                p += 3;
+            } else {
+                ch = ((c & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6)
+                     | (p[3] & 0x3F);
+                p += 4;
+            }
+            PyUnicode_WRITE(kind, d, i, ch);
+            i++;
+        }
+        if (i != nchars || p != e) {  /* unreachable for validated input; never hand it out */
+            Py_DECREF(u);
+            PyErr_SetString(PyExc_SystemError, "llamafast: UTF-8 line counts out of step");
+            return NULL;
+        }
+        return u;
+    }
     """
-    #define LLF_HIGH_BITS 0x8080808080808080ULL
-    """
-    const uint64_t HIGH_BITS "LLF_HIGH_BITS"
+    Py_ssize_t llf_scan(const unsigned char* p, Py_ssize_t n, unsigned int* st,
+                        Py_ssize_t* ncont, unsigned int* umax) noexcept nogil
+    Py_ssize_t llf_find_eol(const char* p, Py_ssize_t n) noexcept nogil
+    object llf_str(const char* s, Py_ssize_t n, Py_ssize_t ncont, unsigned int umax)
 
 cdef enum:
     U8_ACCEPT = 0
     U8_REJECT = 1
-    C_READ_SIZE = 65536
     SHOW_BYTES = 64  # errors carry line[:64] / partial[:64] (API.md's shared semantics)
-    # Events' read methods, in order of preference (API.md: readinto1 / read1 return what has
-    # arrived instead of blocking until a whole 64 KiB buffer is full on a chunked http.client
-    # body, which readinto / read do).
+    # BoundReader's read methods, in order of preference (API.md: readinto1 / read1 return what
+    # has arrived instead of blocking until a whole 64 KiB buffer is full on a chunked
+    # http.client body, which readinto / read do).
     MODE_READINTO1 = 0
     MODE_READ1 = 1
     MODE_READINTO = 2
     MODE_READ = 3
 
 MAX_LINE = 1 << 20
-READ_SIZE = C_READ_SIZE
+READ_SIZE = SSE_READ_SIZE
 
 
 cdef Py_ssize_t _check_max_line(object max_line) except -1:
@@ -103,6 +361,110 @@ cdef Py_ssize_t _check_max_line(object max_line) except -1:
     return max_line
 
 
+cdef int _get_view(object data, Py_buffer* view) except -1:
+    """`view` of a bytes-like object's bytes (PyBuffer_Release it). A non-contiguous one (a
+    BufferError) is copied first, as the pure twin's bytes(memoryview(data)); anything else that
+    is not bytes-like is its TypeError."""
+    try:
+        PyObject_GetBuffer(data, view, PyBUF_SIMPLE)
+    except BufferError:
+        PyObject_GetBuffer(bytes(data), view, PyBUF_SIMPLE)
+    return 0
+
+
+cdef inline void _advance(SseDecoder self, Py_ssize_t nxt) noexcept:
+    """Start the next line at `nxt`: reset the cursor and the line's UTF-8 state."""
+    self.start = nxt
+    self.scanned = nxt
+    self.u8 = U8_ACCEPT
+    self.ncont = 0
+    self.umax = 0
+
+
+cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) except -1:
+    """The next data item in [start, end) of `base`: SSE_ITEM / SSE_DONE / SSE_NEED, or
+    SSE_FAULT after latching the fault in `self.error` (not raised here, so `feed` needs no
+    try/except)."""
+    cdef Py_ssize_t eol, nxt, n, vlen
+    cdef const char* base = self.base
+    cdef const char* line
+    cdef const char* v
+    if self.error is not None:
+        return SSE_FAULT
+    if not self.bom_done:
+        # API.md: a BOM at the very start of the stream is dropped, even split over reads;
+        # undecided (a proper prefix of EF BB BF buffered) means wait, and check no length.
+        n = self.end - self.start
+        if n == 0:
+            return SSE_NEED
+        if memcmp(base + self.start, b"\xef\xbb\xbf", 3 if n >= 3 else n) == 0:
+            if n < 3:
+                return SSE_NEED
+            _advance(self, self.start + 3)
+        self.bom_done = True
+    while True:
+        if self.skip_lf:
+            # The last line ended in a lone-looking '\r'; a '\n' right after is its end too.
+            if self.start == self.end:
+                return SSE_NEED
+            self.skip_lf = False
+            if base[self.start] == b'\n':
+                _advance(self, self.start + 1)
+        eol = self.scanned + llf_scan(
+            <const unsigned char*>base + self.scanned,
+            self.end - self.scanned,
+            &self.u8,
+            &self.ncont,
+            &self.umax,
+        )
+        if eol == self.end:
+            self.scanned = eol
+            # 05-loopd-sse.md rule 2: a partial line over max_line fails now.
+            if self.end - self.start > self.max_line:
+                return self._fault(LineTooLongError(self.max_line))
+            return SSE_NEED
+        n = eol - self.start
+        if n > self.max_line:  # rule 2, the whole line at once; length before UTF-8
+            return self._fault(LineTooLongError(self.max_line))
+        line = base + self.start
+        if self.u8 != U8_ACCEPT:  # rule 5
+            return self._fault(
+                NotUtf8Error(PyBytes_FromStringAndSize(line, SHOW_BYTES if n > SHOW_BYTES else n))
+            )
+        # "data:" and the space are ASCII: the payload has all the line's non-ASCII bytes.
+        self.item_ncont = self.ncont
+        self.item_umax = self.umax
+        self.item_ascii = self.umax < 0x80
+        if base[eol] == b'\r':
+            if eol + 1 < self.end:
+                nxt = eol + 2 if base[eol + 1] == b'\n' else eol + 1
+            else:
+                nxt = eol + 1
+                self.skip_lf = True
+        else:
+            nxt = eol + 1
+        _advance(self, nxt)
+        # Field name = bytes before the first ':'; exactly "data" (API.md), no ':' -> "".
+        if n < 4 or memcmp(line, b"data", 4) != 0:
+            continue
+        if n == 4:
+            data[0] = line + 4
+            length[0] = 0
+            return SSE_ITEM
+        if line[4] != b':':
+            continue
+        v = line + 5
+        vlen = n - 5
+        if vlen and v[0] == b' ':  # exactly one leading space is dropped
+            v += 1
+            vlen -= 1
+        if vlen == 6 and memcmp(v, b"[DONE]", 6) == 0:
+            return SSE_DONE
+        data[0] = v
+        length[0] = vlen
+        return SSE_ITEM
+
+
 cdef class SseDecoder:
     """Push bytes, get SSE items back: the same rules as `Events`, with no I/O.
 
@@ -112,6 +474,7 @@ cdef class SseDecoder:
 
     def __cinit__(self, *args, **kwargs):
         self.buf = NULL
+        self.base = NULL
         self.cap = 0
         self.error = None
 
@@ -143,8 +506,6 @@ cdef class SseDecoder:
             self.start = 0
             self.end = live
             self.scanned -= shift
-            self.nl_pos -= shift
-            self.cr_pos -= shift
         if self.cap - self.end < n or self.buf == NULL:
             newcap = self.cap * 2
             if newcap < self.end + n:
@@ -156,6 +517,7 @@ cdef class SseDecoder:
                 raise MemoryError()
             self.buf = newbuf
             self.cap = newcap
+        self.base = self.buf
         return self.buf + self.end
 
     cdef int commit(self, Py_ssize_t n) except -1:
@@ -171,176 +533,25 @@ cdef class SseDecoder:
         self.end += length
         return 0
 
+    cdef int append(self, object data) except -1:
+        """Append any bytes-like object to the buffer (no scanning)."""
+        cdef Py_buffer view
+        if PyBytes_CheckExact(data):
+            return self.feed_raw(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        _get_view(data, &view)
+        try:
+            return self.feed_raw(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+
     # --- scanning ----------------------------------------------------------------------------
-
-    cdef Py_ssize_t _find_eol(self) noexcept nogil:
-        """The offset of the first '\\n' or '\\r' at/after `scanned`, or -1 when none is buffered.
-
-        Both memchr results are kept: a found one stays valid until the lines before it are
-        consumed, a miss records how far it searched. So lines ending in a lone '\\r' do not
-        rescan up to a far '\\n' every time.
-        """
-        cdef const char* p
-        cdef Py_ssize_t limit
-        if not self.nl_found and self.nl_pos < self.end:
-            p = <const char*>memchr(self.buf + self.nl_pos, b'\n', self.end - self.nl_pos)
-            if p != NULL:
-                self.nl_pos = p - self.buf
-                self.nl_found = True
-            else:
-                self.nl_pos = self.end
-        limit = self.nl_pos if self.nl_found else self.end
-        if not self.cr_found and self.cr_pos < limit:
-            p = <const char*>memchr(self.buf + self.cr_pos, b'\r', limit - self.cr_pos)
-            if p != NULL:
-                self.cr_pos = p - self.buf
-                self.cr_found = True
-            else:
-                self.cr_pos = limit
-        if self.cr_found and (not self.nl_found or self.cr_pos < self.nl_pos):
-            return self.cr_pos
-        if self.nl_found:
-            return self.nl_pos
-        return -1
-
-    cdef void _advance(self, Py_ssize_t nxt) noexcept nogil:
-        """Start the next line at `nxt`: reset the cursor, the UTF-8 state and the caches."""
-        self.start = nxt
-        self.scanned = nxt
-        self.u8 = U8_ACCEPT
-        self.nonascii = False
-        if self.nl_found:
-            if self.nl_pos < nxt:
-                self.nl_found = False
-                self.nl_pos = nxt
-        elif self.nl_pos < nxt:
-            self.nl_pos = nxt
-        if self.cr_found:
-            if self.cr_pos < nxt:
-                self.cr_found = False
-                self.cr_pos = nxt
-        elif self.cr_pos < nxt:
-            self.cr_pos = nxt
-
-    cdef void _validate(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-        """Run the UTF-8 DFA over [a, b), continuing the state of [start, a)."""
-        cdef unsigned int st = self.u8
-        cdef const unsigned char* p
-        cdef const unsigned char* e
-        cdef uint64_t w0, w1, w2, w3
-        if st == U8_REJECT:
-            return
-        p = <const unsigned char*>self.buf + a
-        e = <const unsigned char*>self.buf + b
-        while p < e:
-            if st == U8_ACCEPT:
-                # ASCII fast path: 32, then 8 bytes at a time against the high-bit mask.
-                while e - p >= 32:
-                    memcpy(&w0, p, 8)
-                    memcpy(&w1, p + 8, 8)
-                    memcpy(&w2, p + 16, 8)
-                    memcpy(&w3, p + 24, 8)
-                    if (w0 | w1 | w2 | w3) & HIGH_BITS:
-                        break
-                    p += 32
-                while e - p >= 8:
-                    memcpy(&w0, p, 8)
-                    if w0 & HIGH_BITS:
-                        break
-                    p += 8
-                while p < e and p[0] < 0x80:
-                    p += 1
-                if p == e:
-                    break
-            self.nonascii = True
-            st = llf_u8_next[st * 12 + llf_u8_class[p[0]]]
-            p += 1
-            if st == U8_REJECT:
-                break
-        self.u8 = st
 
     cdef int _fault(self, object error) except -1:
         self.error = error
         return SSE_FAULT
 
-    cdef int _scan(self, const char** data, Py_ssize_t* length) except -1:
-        """The next data item in the buffer: SSE_ITEM / SSE_DONE / SSE_NEED, or SSE_FAULT after
-        latching the fault in `self.error` (not raised here, so `feed` needs no try/except)."""
-        cdef Py_ssize_t eol, nxt, n, vlen
-        cdef const char* line
-        cdef const char* v
-        cdef bint ok
-        if self.error is not None:
-            return SSE_FAULT
-        if not self.bom_done:
-            # API.md: a BOM at the very start of the stream is dropped, even split over reads;
-            # undecided (a proper prefix of EF BB BF buffered) means wait, and check no length.
-            n = self.end - self.start
-            if n == 0:
-                return SSE_NEED
-            if memcmp(self.buf + self.start, b"\xef\xbb\xbf", 3 if n >= 3 else n) == 0:
-                if n < 3:
-                    return SSE_NEED
-                self._advance(self.start + 3)
-            self.bom_done = True
-        while True:
-            if self.skip_lf:
-                # The last line ended in a lone-looking '\r'; a '\n' right after is its end too.
-                if self.start == self.end:
-                    return SSE_NEED
-                self.skip_lf = False
-                if self.buf[self.start] == b'\n':
-                    self._advance(self.start + 1)
-            eol = self._find_eol()
-            if eol < 0:
-                # 05-loopd-sse.md rule 2: a partial line over max_line fails now.
-                if self.end - self.start > self.max_line:
-                    return self._fault(LineTooLongError(self.max_line))
-                self._validate(self.scanned, self.end)
-                self.scanned = self.end
-                return SSE_NEED
-            n = eol - self.start
-            if n > self.max_line:  # rule 2, the whole line at once; length before UTF-8
-                return self._fault(LineTooLongError(self.max_line))
-            self._validate(self.scanned, eol)
-            line = self.buf + self.start
-            ok = self.u8 == U8_ACCEPT
-            self.item_ascii = not self.nonascii
-            if self.buf[eol] == b'\r':
-                if eol + 1 < self.end:
-                    nxt = eol + 2 if self.buf[eol + 1] == b'\n' else eol + 1
-                else:
-                    nxt = eol + 1
-                    self.skip_lf = True
-            else:
-                nxt = eol + 1
-            self._advance(nxt)
-            if not ok:  # rule 5
-                return self._fault(
-                    NotUtf8Error(PyBytes_FromStringAndSize(line, SHOW_BYTES if n > SHOW_BYTES else n))
-                )
-            # Field name = bytes before the first ':'; exactly "data" (API.md), no ':' -> "".
-            if n < 4 or memcmp(line, b"data", 4) != 0:
-                continue
-            if n == 4:
-                data[0] = line + 4
-                length[0] = 0
-                return SSE_ITEM
-            if line[4] != b':':
-                continue
-            v = line + 5
-            vlen = n - 5
-            if vlen and v[0] == b' ':  # exactly one leading space is dropped
-                v += 1
-                vlen -= 1
-            if vlen == 6 and memcmp(v, b"[DONE]", 6) == 0:
-                return SSE_DONE
-            data[0] = v
-            length[0] = vlen
-            return SSE_ITEM
-
     cdef int next_line(self, const char** data, Py_ssize_t* length) except -1:
-        cdef int code = self._scan(data, length)
+        cdef int code = _scan(self, data, length)
         if code == SSE_FAULT:
             raise self.error
         return code
@@ -352,7 +563,7 @@ cdef class SseDecoder:
         if self.error is not None:
             raise self.error
         # Drain first, so finish() after feed_raw without next_line still sees every fault.
-        if self._scan(&d, &ln) != SSE_NEED:
+        if _scan(self, &d, &ln) != SSE_NEED:
             if self.error is not None:
                 raise self.error
             raise RuntimeError("finish() called with items still buffered")
@@ -370,57 +581,95 @@ cdef class SseDecoder:
         return 0
 
     cdef object item_str(self, const char* data, Py_ssize_t length):
-        cdef object s
-        if self.item_ascii:
-            s = PyUnicode_New(length, 127)
-            memcpy(PyUnicode_DATA(s), data, length)
-            return s
-        return PyUnicode_DecodeUTF8(data, length, NULL)
+        return llf_str(data, length, self.item_ncont, self.item_umax)
+
+    # --- feed: the caller's bytes scanned where they lie ---------------------------------------
+
+    cdef int _drain(self, list items) except -1:
+        """Every item in [start, end) into `items`; 1 when it stopped at a (latched) fault."""
+        cdef const char* d
+        cdef Py_ssize_t ln
+        cdef int code
+        while True:
+            code = _scan(self, &d, &ln)
+            if code == SSE_ITEM:
+                PyList_Append(items, llf_str(d, ln, self.item_ncont, self.item_umax))
+            elif code == SSE_DONE:
+                PyList_Append(items, DONE)
+            elif code == SSE_NEED:
+                return 0
+            else:
+                return 1
+
+    cdef list _feed(self, const char* data, Py_ssize_t length):
+        cdef list items = []
+        cdef Py_ssize_t take
+        if self.start < self.end:
+            # An unfinished line (or an undecided BOM) is buffered: complete it in the buffer,
+            # copying only up to the first line end (all of `data` if it has none).
+            take = llf_find_eol(data, length)
+            take = length if take == length else take + 1
+            self.feed_raw(data, take)
+            if self._drain(items) or take == length:
+                return items
+            data += take
+            length -= take
+            if self.start < self.end:  # (not expected: a line end completes the line)
+                self.feed_raw(data, length)
+                self._drain(items)
+                return items
+        if length:
+            self._feed_in_place(data, length, items)
+        return items
+
+    cdef int _feed_in_place(self, const char* data, Py_ssize_t length, list items) except -1:
+        """Scan data[0:length) where it lies (the buffer holds no bytes), then keep only the
+        unfinished tail, in the buffer."""
+        cdef Py_ssize_t tail, scanned
+        cdef int fault
+        self.base = data
+        self.start = self.scanned = 0
+        self.end = length
+        try:
+            fault = self._drain(items)
+        except BaseException:
+            self._keep(NULL, 0, 0)  # (MemoryError) never leave `base` at the caller's bytes
+            raise
+        if fault:
+            return self._keep(NULL, 0, 0)
+        tail = self.end - self.start
+        scanned = self.scanned - self.start  # < tail only before the BOM check has run
+        return self._keep(data + self.start, tail, scanned)
+
+    cdef int _keep(self, const char* tail, Py_ssize_t n, Py_ssize_t scanned) except -1:
+        """Make the buffer hold `tail[0:n)`, of which `scanned` bytes are already scanned (the
+        line's UTF-8 state stays as it is)."""
+        self.base = self.buf
+        self.start = self.end = self.scanned = 0
+        if n:
+            self.feed_raw(tail, n)
+            self.scanned = scanned
+        return 0
 
     # --- the Python API ----------------------------------------------------------------------
 
     def feed(self, data):
         """Append `data` (bytes-like); return the items of every line it completes."""
-        cdef const char* d
-        cdef Py_ssize_t ln
-        cdef int code
-        cdef list items
+        cdef Py_buffer view
         if self.error is not None:
             raise self.error
-        _append(self, data)
-        items = []
-        while True:
-            code = self._scan(&d, &ln)
-            if code == SSE_ITEM:
-                PyList_Append(items, self.item_str(d, ln))
-            elif code == SSE_DONE:
-                PyList_Append(items, DONE)
-            elif code == SSE_NEED:
-                return items
-            else:  # latched: the items before it go out now, the fault with the next call
-                return items
+        if PyBytes_CheckExact(data):
+            return self._feed(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        _get_view(data, &view)
+        try:
+            return self._feed(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
 
     def close(self):
         """End of input: None on a clean end, else TruncatedError (or the latched fault)."""
         self.finish()
         return None
-
-
-cdef int _append(SseDecoder dec, object data) except -1:
-    """Append any bytes-like object to the decoder's buffer (no scanning)."""
-    cdef Py_buffer view
-    if PyBytes_CheckExact(data):
-        return dec.feed_raw(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    try:
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    except BufferError:  # e.g. a non-contiguous memoryview: the pure twin takes bytes(data)
-        data = bytes(data)
-        return dec.feed_raw(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-    try:
-        dec.feed_raw(<const char*>view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return 0
 
 
 cdef object _read_error(object err):
@@ -439,60 +688,57 @@ cdef object _read_error(object err):
     return e
 
 
-cdef class Events:
-    """The SSE items of `reader` (anything with readinto1 / read1 / readinto / read)."""
+cdef class BoundReader:
+    """A blocking reader bound to a decoder: each `fill` is one read into the decoder's buffer
+    (the C-level API in `_sse_c.pxd`; what `Events` and the fused ChatStream read with)."""
 
-    cdef SseDecoder dec
-    cdef object reader
-    cdef object _read
-    cdef int mode
-    cdef bint eof
-    cdef object error
-
-    def __init__(self, reader, max_line=MAX_LINE):
-        self.dec = SseDecoder(max_line)
-        self.reader = reader
+    def __init__(self, reader, SseDecoder dec not None):
+        self.dec = dec
         self.eof = False
         self.error = None
         for mode, name in enumerate(("readinto1", "read1", "readinto", "read")):
             method = getattr(reader, name, None)
             if callable(method):
                 self.mode = mode
-                self._read = method
+                self.read = method
                 break
         else:
             raise TypeError(f"the reader has no read(n) method: {type(reader).__name__}")
 
-    cdef int _fill(self) except -1:
+    cdef int fill(self) except -1:
         """One read into the decoder; sets `eof` when the reader is at its end."""
         cdef char* p
         cdef Py_ssize_t n
         cdef object got, view
+        if self.error is not None:
+            raise self.error
         while True:
             try:
                 if self.mode == MODE_READINTO1 or self.mode == MODE_READINTO:
-                    p = self.dec.reserve(C_READ_SIZE)
-                    view = PyMemoryView_FromMemory(p, C_READ_SIZE, PyBUF_WRITE)
+                    p = self.dec.reserve(SSE_READ_SIZE)
+                    view = PyMemoryView_FromMemory(p, SSE_READ_SIZE, PyBUF_WRITE)
                     try:
-                        got = self._read(view)
+                        got = self.read(view)
                     finally:
                         view.release()
                     n = 0 if got is None else got
-                    if n < 0 or n > C_READ_SIZE:
-                        raise ValueError(f"readinto returned {got!r} for a {C_READ_SIZE}-byte buffer")
+                    if n < 0 or n > SSE_READ_SIZE:
+                        raise ValueError(
+                            f"readinto returned {got!r} for a {SSE_READ_SIZE}-byte buffer"
+                        )
                     if n == 0:
                         self.eof = True
                     else:
                         self.dec.commit(n)
                 else:
-                    got = self._read(C_READ_SIZE)
+                    got = self.read(SSE_READ_SIZE)
                     if not got:
                         self.eof = True
                     else:
-                        _append(self.dec, got)
+                        self.dec.append(got)
                 return 0
             except InterruptedError:
-                continue
+                continue  # retried
             except BaseException as err:
                 mapped = _read_error(err)
                 if mapped is None:
@@ -500,29 +746,43 @@ cdef class Events:
                 self.error = mapped
                 raise mapped
 
-    cpdef object next_item(self):
-        """The next item, or None when the stream ended cleanly between lines (again if asked)."""
+
+cdef class Events:
+    """The SSE items of `reader` (anything with readinto1 / read1 / readinto / read)."""
+
+    cdef SseDecoder dec
+    cdef BoundReader src
+
+    def __init__(self, reader, max_line=MAX_LINE):
+        self.dec = SseDecoder(max_line)
+        self.src = BoundReader(reader, self.dec)
+
+    cdef object _next(self):
         cdef const char* d
         cdef Py_ssize_t ln
         cdef int code
-        if self.error is not None:
-            raise self.error
+        if self.src.error is not None:
+            raise self.src.error
         while True:
             code = self.dec.next_line(&d, &ln)
             if code == SSE_ITEM:
-                return self.dec.item_str(d, ln)
+                return llf_str(d, ln, self.dec.item_ncont, self.dec.item_umax)
             if code == SSE_DONE:
                 return DONE
-            if self.eof:
+            if self.src.eof:
                 self.dec.finish()
                 return None
-            self._fill()
+            self.src.fill()
+
+    cpdef object next_item(self):
+        """The next item, or None when the stream ended cleanly between lines (again if asked)."""
+        return self._next()
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        item = self.next_item()
+        item = self._next()
         if item is None:
             raise StopIteration
         return item
