@@ -1,7 +1,8 @@
 # Strategy: one generator per request walks the phases (this client's slot queue, GET /slots,
 # the POST with its retries, the stream) and yields ChatEvents; every failure of a phase becomes
-# the one InferError a caller catches. http.client, one connection per request (llama-server
-# answers `Connection: close`), and the socket timeout set for each phase.
+# the one InferError a caller catches. http.client, one connection per request, closed by us
+# (closing it is how a stream is cancelled: the server then frees the slot; some builds answer
+# `Connection: close`, others keep-alive), and the socket timeout set for each phase.
 """The synchronous client (issue 4): `Client(cfg).stream(req)` and `.complete(req)`.
 
 The helpers at the top (the server's address, back-off, reading `/slots`, telling a model load
