@@ -71,7 +71,10 @@ class OptionalBuildExt(build_ext):
         # pip hides a successful build's output, so the package says it again at import.
         out = PKG if self.inplace else Path(self.build_lib) / "llamafast"
         out.mkdir(parents=True, exist_ok=True)
-        (out / BUILD_FAILED).write_text(f"{type(err).__name__}: {err}\n", encoding="utf-8")
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if len(reason) > 100:  # a compiler's whole command line helps nobody here
+            reason = reason[:100] + "... (pip install -v shows all)"
+        (out / BUILD_FAILED).write_text(reason + "\n", encoding="utf-8")
 
 
 setup(
