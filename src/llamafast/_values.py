@@ -213,7 +213,6 @@ DONE: Final = Done()
 SseItem: TypeAlias = str | Done
 
 
-
 def _refuse_setattr(self: object, name: str, value: object) -> None:
     raise FrozenInstanceError(f"cannot assign to {type(self).__name__}.{name}: it is immutable")
 
