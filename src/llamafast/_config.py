@@ -41,6 +41,8 @@ def _check(obj: Any, table: str) -> None:
                 value = float(value)
         elif kind == "str":
             ok = isinstance(value, str)
+        elif kind == "str | None":
+            ok = value is None or isinstance(value, str)
         else:  # a nested table, checked by its own __post_init__
             continue
         if not ok:
@@ -57,7 +59,13 @@ def _check(obj: Any, table: str) -> None:
             raise ValueError(f"{key} must be {_describe(lo, hi, open_lo)}, not {value!r}")
 
 
-_KIND_NAMES = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string"}
+_KIND_NAMES = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "str | None": "a string",
+}
 
 
 def _describe(lo: float | None, hi: float | None, open_lo: bool) -> str:
@@ -88,6 +96,8 @@ class InferConfig:
     temperature: float = _r(0.6, 0.0, 100.0)
     top_p: float = _r(0.95, 0.0, 1.0)
     top_k: int = _r(20, 0, _INT_MAX)
+    # Sent as "Authorization: Bearer <key>" on every request; a secret, so never in repr().
+    api_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _check(self, "infer")

@@ -15,6 +15,7 @@ __all__ = [
     "HttpError",
     "InferError",
     "LineTooLongError",
+    "LlamafastError",
     "LoadTimeoutError",
     "NotUtf8Error",
     "ProtocolError",
@@ -43,10 +44,14 @@ def cut(value: object, limit: int = SHOW) -> str:
     return f"{text[:limit]}..."
 
 
+class LlamafastError(Exception):
+    """The root of every error llamafast raises: `except LlamafastError` catches them all."""
+
+
 # --- the SSE reader's errors (05-loopd-sse.md, SseError) -----------------------------------
 
 
-class SseError(Exception):
+class SseError(LlamafastError):
     """The streamed body could not be read as server-sent events."""
 
 
@@ -107,7 +112,7 @@ class NotUtf8Error(SseError):
 # --- the client's and the assembler's errors (06-llama-request.md, InferError) -------------
 
 
-class InferError(Exception):
+class InferError(LlamafastError):
     """A chat completion did not produce a `Completion`."""
 
 
@@ -137,7 +142,9 @@ class ConnectError(InferError):
         return f"could not connect to the server{where}: {self.error!r}"
 
 
-class _TimedOut(InferError):
+class _TimedOut(InferError, TimeoutError):
+    """Also a `TimeoutError`, so code that catches the builtin for every timeout sees these."""
+
     what = "waiting"
 
     def __init__(self, seconds: float | None = None) -> None:

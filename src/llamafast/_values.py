@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import FrozenInstanceError, dataclass, is_dataclass
+from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
 from typing import Any, Final, TypeAlias
 
 __all__ = [
@@ -87,10 +87,26 @@ class ToolSchema:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    slot: int
+    """One chat request. `slot=None` lets the server pick the slot (the clients then keep no
+    per-slot order for it). A keyword field left `None` takes the `Config` value where the config
+    has one and is otherwise left out of the body; `extra` adds fields llama-server accepts."""
+
+    slot: int | None
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSchema] = ()
     thinking: bool = False
+    _: KW_ONLY
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    stop: Sequence[str] = ()
+    tool_choice: str | None = None
+    response_format: Mapping[str, Any] | None = None
+    grammar: str | None = None
+    extra: Mapping[str, Any] | None = None
 
 
 class FinishReason(enum.Enum):
