@@ -129,7 +129,7 @@ def test_finish_reason_values() -> None:
 
 
 def test_done_is_the_only_instance_of_done() -> None:
-    assert Done() is DONE
+    assert list(Done) == [DONE]
     assert pickle.loads(pickle.dumps(DONE)) is DONE
     assert repr(DONE) == "DONE"
     assert DONE != "[DONE]"

@@ -206,25 +206,19 @@ ChatEvent: TypeAlias = (
 # The SSE reader's items (05-loopd-sse.md, SseItem): a data payload as str, or DONE.
 
 
-class Done:
-    """The type of `DONE`, the item for `data: [DONE]`; it has that one instance."""
+class Done(enum.Enum):
+    """The type of `DONE`, the item for `data: [DONE]`; it has that one member, so a type
+    checker narrows `str | Done` with `if item is DONE:`."""
 
-    __slots__ = ()
-    _instance: Done | None = None
-
-    def __new__(cls) -> Done:
-        if cls._instance is None:
-            cls._instance = object.__new__(cls)
-        return cls._instance
+    DONE = "[DONE]"
 
     def __repr__(self) -> str:
         return "DONE"
 
-    def __reduce__(self) -> str:
-        return "DONE"
+    __str__ = __repr__
 
 
-DONE: Final = Done()
+DONE: Final = Done.DONE
 
 SseItem: TypeAlias = str | Done
 
