@@ -1,0 +1,112 @@
+"""Every ```python block of README.md runs, exactly as written, against the loopback server.
+
+Each block runs in a fresh namespace, in a temporary working directory that holds the README's
+own `llamafast.toml` (its ```toml block) with `url` pointing at a `ReplayServer`; so a block
+must define or import every name it uses. The server answers a chat whose last message is the
+user's with the `tool_call` recording and any other with `content_only`, so an agent loop runs
+one tool round and ends. A block may be left out only by a `<!-- not run: reason -->` line
+right above it, and the test then says so (skipped, with the reason).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _server import ReplayServer, Reply
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->")
+URL_LINE = re.compile(r'^url = ".*"$', re.M)
+
+
+@dataclass
+class Block:
+    lang: str
+    line: int  # of the opening fence, 1-based
+    text: str
+    above: str  # the last non-blank line before the fence
+
+
+def blocks(text: str) -> list[Block]:
+    """Every fenced block of `text`; an unclosed fence is an error, not a silent end."""
+    out: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            lang = lines[i][3:].strip()
+            start = i
+            i += 1
+            while i < len(lines) and lines[i].rstrip() != "```":
+                i += 1
+            if i == len(lines):
+                raise AssertionError(f"README.md:{start + 1}: the fence is never closed")
+            above = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
+            out.append(Block(lang, start + 1, "\n".join(lines[start + 1 : i]) + "\n", above))
+        i += 1
+    return out
+
+
+ALL = blocks(README.read_text(encoding="utf-8"))
+PYTHON = [b for b in ALL if b.lang == "python"]
+
+
+def test_the_python_blocks_are_found() -> None:
+    # A fence spelt otherwise (```py, ```Python, ``` python) would be skipped silently.
+    odd = [f"{b.line}: {b.lang!r}" for b in ALL if b.lang != "python" and "py" in b.lang.lower()]
+    assert not odd, f"python blocks not marked ```python: {odd}"
+    assert len(PYTHON) >= 4
+
+
+def test_a_not_run_marker_gives_a_reason() -> None:
+    for b in PYTHON:
+        if "not run" in b.above:
+            assert NOT_RUN.search(b.above), f"README.md:{b.line}: `not run` needs a reason"
+
+
+def _config_file() -> str:
+    (toml,) = [b.text for b in ALL if b.lang == "toml"]
+    return toml
+
+
+def _reply(body: dict[str, Any]) -> Reply:
+    last = body["messages"][-1]["role"]
+    return Reply("tool_call" if last == "user" else "content_only")
+
+
+@pytest.fixture
+def server() -> Any:
+    with ReplayServer(n_slots=2) as srv:
+        srv.script = _reply
+        yield srv
+
+
+def test_the_config_file_is_valid_as_written(tmp_path: Path) -> None:
+    from llamafast import Config
+
+    path = tmp_path / "llamafast.toml"
+    path.write_text(_config_file(), encoding="utf-8")
+    cfg = Config.from_toml(path)
+    assert cfg.infer.url == "http://127.0.0.1:8080"
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[f"README.md:{b.line}" for b in PYTHON])
+def test_the_block_runs(
+    block: Block, server: ReplayServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = NOT_RUN.search(block.above)
+    if marker:
+        pytest.skip(f"README.md:{block.line} is marked not run: {marker['reason']}")
+    toml, n = URL_LINE.subn(f'url = "{server.url}"', _config_file())
+    assert n == 1, "the README's llamafast.toml must set [infer] url"
+    (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code = compile(block.text, f"README.md:{block.line}", "exec")
+    exec(code, {"__name__": "__main__"})  # raises if the block does
+    if "llamafast.toml" in block.text:  # it talked to the server, not to some other one
+        assert server.chats, f"README.md:{block.line} sent no chat request to the server"
