@@ -6,6 +6,9 @@ must define or import every name it uses. The server answers a chat whose last m
 user's with the `tool_call` recording and any other with `content_only`, so an agent loop runs
 one tool round and ends. A block may be left out only by a `<!-- not run: reason -->` line
 right above it, and the test then says so (skipped, with the reason).
+
+The pages in docs/ name their rules (`### NAME`); a citation such as "docs/sse.md, rule BOM" in
+the code, the tests or the docs must name a rule that exists.
 """
 
 from __future__ import annotations
@@ -110,3 +113,49 @@ def test_the_block_runs(
     exec(code, {"__name__": "__main__"})  # raises if the block does
     if "llamafast.toml" in block.text:  # it talked to the server, not to some other one
         assert server.chats, f"README.md:{block.line} sent no chat request to the server"
+
+
+# --- docs/: the pages the README and the code point at ------------------------------------------
+
+ROOT = README.parent
+DOCS = ROOT / "docs"
+RULE = re.compile(r"^### ([A-Z0-9][A-Z0-9-]*)$", re.M)
+# "docs/sse.md, rule BOM" or "docs/sse.md, rules BOM and CR" in a comment or a docstring
+CITATION = re.compile(
+    r"docs/([\w-]+\.md),?\s+rules?\s+([A-Z0-9-]+(?:(?:,|\s+and|\s+or)\s+[A-Z0-9-]+)*)"
+)
+SOURCES = {".py", ".pyx", ".pxd", ".pyi", ".md"}
+
+
+def rules(page: str) -> list[str]:
+    return RULE.findall((DOCS / page).read_text(encoding="utf-8"))
+
+
+def test_every_docs_page_names_its_rules_once() -> None:
+    pages = sorted(p.name for p in DOCS.glob("*.md"))
+    assert pages == ["assembler.md", "client.md", "request-body.md", "sse.md"]
+    for page in pages:
+        names = rules(page)
+        assert len(names) >= 10, page
+        assert len(names) == len(set(names)), f"{page} names a rule twice"
+
+
+def test_the_readme_links_to_pages_that_exist() -> None:
+    links = re.findall(r"\]\((docs/[^)#]*)", README.read_text(encoding="utf-8"))
+    assert links
+    for link in links:
+        assert (ROOT / link).exists(), link
+
+
+def test_every_rule_the_code_cites_exists() -> None:
+    cited = 0
+    for path in [*ROOT.glob("src/llamafast/*"), *ROOT.glob("tests/*"), *DOCS.glob("*"), README]:
+        if path.suffix not in SOURCES:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for page, names in CITATION.findall(text):
+            assert (DOCS / page).exists(), f"{path.name} cites docs/{page}, which does not exist"
+            for name in re.split(r",\s*|\s+and\s+|\s+or\s+", names):
+                assert name in rules(page), f"{path.name} cites docs/{page}, rule {name}"
+                cited += 1
+    assert cited, "no citation found: the pattern no longer matches how the code cites"
