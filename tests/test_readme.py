@@ -105,6 +105,8 @@ def test_the_block_runs(
     marker = NOT_RUN.search(block.above)
     if marker:
         pytest.skip(f"README.md:{block.line} is marked not run: {marker['reason']}")
+    if "AsyncClient" in block.text:
+        pytest.importorskip("aiohttp", reason=f"README.md:{block.line} needs llamafast[async]")
     toml, n = URL_LINE.subn(f'url = "{server.url}"', _config_file())
     assert n == 1, "the README's llamafast.toml must set [infer] url"
     (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")
@@ -133,7 +135,7 @@ def rules(page: str) -> list[str]:
 
 def test_every_docs_page_names_its_rules_once() -> None:
     pages = sorted(p.name for p in DOCS.glob("*.md"))
-    assert pages == ["assembler.md", "client.md", "request-body.md", "sse.md"]
+    assert {"assembler.md", "client.md", "request-body.md", "sse.md"} <= set(pages)
     for page in pages:
         names = rules(page)
         assert len(names) >= 10, page
