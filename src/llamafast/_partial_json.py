@@ -24,6 +24,7 @@ again by every later call.
 
 from __future__ import annotations
 
+import json.decoder
 import math
 import re
 from typing import Any, Final
@@ -70,6 +71,39 @@ _HEX: Final = "0123456789abcdefABCDEF"
 _LOW_ESCAPE: Final = ("\\", "u", "dD", "cdefCDEF", _HEX, _HEX)
 _WORDS: Final = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
 _ABSENT: Final[Any] = object()
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_OPEN_ESCAPE: Final = re.compile(r"\\u[0-9a-fA-F]{0,3}$")  # a \u escape not yet whole
+_HIGH_ESCAPE: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")  # waits for its low half
+_scanstring: Final = json.decoder.scanstring  # the C scanner where it is built
+
+
+def _odd_backslashes(buf: str, start: int, end: int) -> bool:
+    """Whether buf[start:end] ends in an odd run of backslashes (the last one escapes)."""
+    i = end
+    while i > start and buf[i - 1] == "\\":
+        i -= 1
+    return (end - i) % 2 == 1
+
+
+def _safe_end(buf: str, pos: int, n: int) -> int:
+    """Where the string characters of buf[pos:n] (no closing quote there) end less an escape
+    not yet whole: a lone backslash, a short \\u escape, a high surrogate's escape waiting
+    for its low half (with or without the start of that half)."""
+    stop = n
+    for _ in range(2):
+        tail_from = max(pos, stop - 12)
+        if _odd_backslashes(buf, pos, stop):
+            stop -= 1
+            continue
+        m = _OPEN_ESCAPE.search(buf, tail_from, stop)
+        if m is None:
+            m = _HIGH_ESCAPE.search(buf, tail_from, stop)
+        if m is None or _odd_backslashes(buf, pos, m.start()):
+            break
+        stop = m.start()
+    return stop
 
 
 class JsonFault(ValueError):
@@ -252,7 +286,33 @@ class PartialJson:
 
     def _string(self, buf: str, pos: int, n: int) -> int:
         """Read string characters from `pos`: the position after the closing quote, or -p-1
-        where p is where reading must resume once more text has come."""
+        where p is where reading must resume once more text has come.
+
+        The standard library's C scanner decodes the run up to the closing quote, or up to
+        where the text so far ends less an escape not yet whole; anything it refuses, and any
+        surrogate it lets through (json keeps a lone one), goes to `_slow_string`, which finds
+        the fault and its position (or reads what the fast path could not)."""
+        end = buf.find('"', pos)
+        while end > 0 and _odd_backslashes(buf, pos, end):  # an escaped quote: not the end
+            end = buf.find('"', end + 1)
+        if end >= 0:
+            stop = end
+            segment = buf[pos : end + 1]
+        else:
+            stop = _safe_end(buf, pos, n)
+            segment = buf[pos:stop] + '"'
+        try:
+            text, _ = _scanstring(segment, 0, True)
+        except ValueError:
+            return self._slow_string(buf, pos, n)
+        if _SURROGATE.search(text):
+            return self._slow_string(buf, pos, n)
+        if text:
+            self._parts.append(text)
+        return end + 1 if end >= 0 else -stop - 1
+
+    def _slow_string(self, buf: str, pos: int, n: int) -> int:
+        """`_string` a character at a time: exact about every fault and its position."""
         parts = self._parts
         plain = _PLAIN.match
         while True:
