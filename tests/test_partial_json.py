@@ -309,6 +309,25 @@ def test_accepts_and_refuses_exactly_what_the_assembler_does(text: str) -> None:
     assert got == want and type(got) is type(want)
 
 
+def outcome(pieces: list[str]) -> Any:
+    """The final value of the text fed as `pieces`, or its fault as (position, reason)."""
+    parser = PartialJson()
+    try:
+        for piece in pieces:
+            parser.feed(piece)
+        return ("value", parser.value(final=True))
+    except JsonFault as fault:
+        return ("fault", fault.position, fault.reason)
+
+
+@settings(max_examples=600)
+@given(st.lists(JSON_ALPHABET, max_size=16).map("".join), st.randoms(use_true_random=False))
+def test_any_split_gives_the_same_value_or_the_same_fault(text: str, rnd: random.Random) -> None:
+    cuts = sorted(rnd.sample(range(len(text) + 1), min(len(text) + 1, rnd.randint(0, 6))))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    assert outcome(pieces) == outcome([text]) == outcome(list(text)), pieces
+
+
 # --- every prefix, against the reference -----------------------------------------------------
 
 JSON_VALUES = st.recursive(
