@@ -27,6 +27,7 @@ from __future__ import annotations
 import json.decoder
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 from ._errors import ProtocolError
@@ -76,7 +77,14 @@ _ABSENT: Final[Any] = object()
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _OPEN_ESCAPE: Final = re.compile(r"\\u[0-9a-fA-F]{0,3}$")  # a \u escape not yet whole
 _HIGH_ESCAPE: Final = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")  # waits for its low half
-_scanstring: Final = json.decoder.scanstring  # the C scanner where it is built
+# The C string scanner where it is built (typeshed does not declare the attribute):
+# (text, end after the opening quote, strict) -> (decoded, end after the closing quote).
+_scanstring: Final[Callable[[str, int, bool], tuple[str, int]]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _span_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where a run of `pattern` (a `*` pattern: it always matches) starting at `pos` ends."""
+    return pattern.match(text, pos).end()  # type: ignore[union-attr]
 
 
 def _odd_backslashes(buf: str, start: int, end: int) -> bool:
@@ -180,7 +188,6 @@ class PartialJson:
         pos = self._pos
         state = self._state
         frames = self._frames
-        ws = _WS.match
         while True:
             if state == _STRING:
                 pos = self._string(buf, pos, n)
@@ -198,19 +205,17 @@ class PartialJson:
                 state = self._close_value(text)
                 continue
             if state == _NUMBER:
-                m = _NUMBER_CHARS.match(buf, self._scan)
-                end = m.end()
+                end = _span_end(_NUMBER_CHARS, buf, self._scan)
                 if end == n:  # may still grow
                     self._scan = end
                     self._pos = n
                     self._state = _NUMBER
                     return
-                value = self._number(buf, self._token, end)
                 pos = end
-                state = self._close_value(value)
+                state = self._close_value(self._number(buf, self._token, end))
                 continue
             if state == _WORD:
-                word, value = _WORDS[buf[self._token]]
+                word, literal = _WORDS[buf[self._token]]
                 have = buf[self._token : self._token + len(word)]
                 if not word.startswith(have):
                     raise self._bad_value(buf, self._token)
@@ -219,9 +224,9 @@ class PartialJson:
                     self._state = _WORD
                     return
                 pos = self._token + len(word)
-                state = self._close_value(value)
+                state = self._close_value(literal)
                 continue
-            pos = ws(buf, pos).end()
+            pos = _span_end(_WS, buf, pos)
             if pos == n:
                 self._pos = pos
                 self._state = state
@@ -314,9 +319,8 @@ class PartialJson:
     def _slow_string(self, buf: str, pos: int, n: int) -> int:
         """`_string` a character at a time: exact about every fault and its position."""
         parts = self._parts
-        plain = _PLAIN.match
         while True:
-            end = plain(buf, pos).end()
+            end = _span_end(_PLAIN, buf, pos)
             if end > pos:
                 parts.append(buf[pos:end])
                 pos = end
