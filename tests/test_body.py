@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llamafast import (
     Assistant,
@@ -516,3 +519,72 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
         "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
         "chat_template_kwargs", "a", "z",
     ]  # fmt: skip
+
+
+# --- every combination of the per-request fields -----------------------------------------------
+
+ORDER = [
+    "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
+    "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
+    "min_p", "seed", "stop", "tool_choice", "response_format", "grammar", "chat_template_kwargs",
+    "sse_ping_interval",
+]  # fmt: skip
+UNIT = st.floats(min_value=0, max_value=1, allow_nan=False)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> ChatRequest:
+    tools = draw(st.sampled_from([(), (READ_FILE,), (READ_FILE, WRITE_FILE)]))
+    choices = ["auto", "none", "required", *(t.name for t in tools)]
+    maybe = st.none
+    return ChatRequest(
+        draw(maybe() | st.integers(0, 8)),
+        [User(draw(st.text(max_size=8)))],
+        tools,
+        draw(st.booleans()),
+        max_tokens=draw(maybe() | st.integers(1, 1 << 20)),
+        temperature=draw(maybe() | st.floats(0, 5, allow_nan=False) | st.integers(0, 2)),
+        top_p=draw(maybe() | UNIT),
+        top_k=draw(maybe() | st.integers(0, 100)),
+        min_p=draw(maybe() | UNIT),
+        seed=draw(maybe() | st.integers(-1, 1 << 32)),
+        stop=draw(st.lists(st.text(min_size=1, max_size=4), max_size=3)),
+        tool_choice=draw(maybe() | st.sampled_from(choices)),
+        response_format=draw(maybe() | st.just({"type": "json_object"})),
+        grammar=draw(maybe() | st.text(max_size=10)),
+        extra=draw(
+            maybe()
+            | st.dictionaries(
+                st.text(max_size=6).filter(lambda k: k not in ORDER),
+                st.integers() | st.text(max_size=4) | st.booleans(),
+                max_size=4,
+            )
+        ),
+    )
+
+
+@settings(max_examples=300)
+@given(requests())
+def test_any_valid_request_gives_its_fields_in_order_and_the_same_bytes_again(
+    req: ChatRequest,
+) -> None:
+    text = build_body(CFG, req)
+    assert build_body(CFG, copy.deepcopy(req)) == text
+    got = json.loads(text)
+    extra = sorted(req.extra or {})
+    own = [k for k in got if k in ORDER and k not in extra]
+    assert own == [k for k in ORDER if k in own]  # the library's fields in their fixed order
+    assert list(got)[len(own) :] == extra  # then extra's, sorted
+    assert ("id_slot" in got) is (req.slot is not None)
+    for field, fallback in [
+        ("max_tokens", CFG.limits.max_tokens),
+        ("temperature", CFG.infer.temperature),
+        ("top_p", CFG.infer.top_p),
+        ("top_k", CFG.infer.top_k),
+    ]:
+        value = getattr(req, field)
+        assert got[field] == (fallback if value is None else value)
+    for field in ("min_p", "seed", "response_format", "grammar"):
+        value = getattr(req, field)
+        assert got.get(field) == value and ((field in got) is (value is not None))
+    assert got.get("stop") == (list(req.stop) or None)

@@ -225,11 +225,13 @@ class Assembler:
         return self._finish_reason is not None
 
     def partial_arguments(self, index: int) -> Any:
-        """The arguments of tool call `index` parsed so far, as a Python value: a string being
-        read is kept as far as it goes, a key or a number being read is left out, a container
-        that has begun is there; None before anything is. Each call reads only the text that
-        came since the last one. ProtocolError when the text is not JSON; IndexError when there
-        is no such call yet."""
+        """The arguments of tool call `index` as far as the chunks pushed so far go, as a Python
+        value: a string being read is kept as far as it goes, a key or a number being read is
+        left out, a container that has begun is there; None before anything is. Once the
+        finish reason has come the text is whole (a number at its end counts, a value cut short
+        is an error). Each call reads only the text that came since the last one; the
+        containers are new each time, the finished values in them shared with later calls'.
+        ProtocolError when the text is not JSON; IndexError when there is no such call yet."""
         return partial_arguments(
             self._partials, self._calls, index, self._finish_reason is not None
         )
