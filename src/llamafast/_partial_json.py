@@ -2,8 +2,10 @@
 
 The text is fed piece by piece and each piece is scanned once: the parser keeps its place (a
 stack of open containers, the string or number being read), so asking for the value after every
-piece costs the new characters, not a re-parse of the whole text. Strings are scanned a run at a
-time by a regular expression, as the standard library's scanner does.
+piece costs the new characters, not a re-parse of the whole text. Strings are decoded a run at a
+time by the standard library's C scanner. The one cost that grows with the text is handing out
+a str for a string still being read: Python strings are immutable, so each value holds a fresh
+copy of it (made at memory speed, far below the parse).
 
 What a prefix is worth (`PartialJson.value`), decided by what an agent can act on:
 - a string being read is kept as far as it goes (an escape not yet whole is left out);
