@@ -409,6 +409,14 @@ def test_extra_in_any_insertion_order_gives_the_same_bytes() -> None:
     assert build_body(CFG, a) == build_body(CFG, b)
 
 
+def test_an_integer_and_the_equal_float_give_the_same_bytes() -> None:
+    ints = ChatRequest(0, HI, temperature=1, top_p=1, min_p=0)
+    floats = ChatRequest(0, HI, temperature=1.0, top_p=1.0, min_p=0.0)
+    assert ints == floats
+    assert build_body(CFG, ints) == build_body(CFG, floats)
+    assert '"temperature":1.0,"top_p":1.0' in build_body(CFG, ints)
+
+
 def test_an_empty_extra_is_the_same_as_none() -> None:
     assert build_body(CFG, ChatRequest(0, HI, extra={})) == build_body(CFG, ChatRequest(0, HI))
 

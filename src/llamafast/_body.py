@@ -115,8 +115,9 @@ def _int(name: str, value: Any, lo: int | None) -> int:
     return int(value)
 
 
-def _number(name: str, value: Any, hi: float | None) -> float | int:
-    """A finite number (bool is not one) from 0 up to `hi` when given."""
+def _number(name: str, value: Any, hi: float | None) -> float:
+    """A finite number (bool is not one) from 0 up to `hi` when given, as a float: 1 and 1.0
+    make equal requests, so they are written the same way."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, not {cut(value)}")
     if not math.isfinite(value):
@@ -124,7 +125,7 @@ def _number(name: str, value: Any, hi: float | None) -> float | int:
     if value < 0 or (hi is not None and value > hi):
         where = "at least 0" if hi is None else f"from 0 to {hi:g}"
         raise ValueError(f"{name} must be {where}, not {value!r}")
-    return value
+    return float(value)
 
 
 def _stop(stop: Any) -> list[str]:
