@@ -86,3 +86,15 @@ def open_recording(name: str) -> http.client.HTTPResponse:
     """fixtures/http/NAME.http as an `HTTPResponse` over a socket, after `begin()`."""
     response, _ = serve_bytes(recording_bytes(name))
     return response
+
+
+def recorded_times(expected: dict[str, Any]) -> dict[str, float]:
+    """`prompt_ms` and `predicted_ms` of the last chunk with timings among an expected file's
+    items (the expected files give only the counts; the assembler keeps the latest timings)."""
+    times: dict[str, float] = {}
+    for item in expected.get("items", []):
+        if '"timings"' in item.get("data", ""):
+            found = json.loads(item["data"]).get("timings")
+            if isinstance(found, dict):
+                times = {k: float(found.get(k, 0.0)) for k in ("prompt_ms", "predicted_ms")}
+    return times

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _recordings import recorded_times
 from llamafast import (
     AsyncClient,
     ChatEvent,
@@ -528,7 +529,7 @@ def expected(name: str) -> tuple[list[ChatEvent], Completion | None]:
         reasoning_content=c["reasoning_content"],
         tool_calls=tuple(ToolCall(t["id"], t["name"], t["arguments"]) for t in c["tool_calls"]),
         finish_reason=FinishReason(c["finish_reason"]),
-        timings=Timings(**c["timings"]),
+        timings=Timings(**c["timings"], **recorded_times(data)),
         reasoning_tokens=c["reasoning_tokens"],
         thinking_capped=c["thinking_capped"],
     )

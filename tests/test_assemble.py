@@ -238,7 +238,7 @@ def test_a_whole_completion(impl):
         reasoning_content="hm",
         tool_calls=(),
         finish_reason=FinishReason.LENGTH,
-        timings=Timings(3, 40, 5),
+        timings=Timings(3, 40, 5, 2.5, 1.25),
         reasoning_tokens=2,
         thinking_capped=False,
     )
@@ -256,7 +256,7 @@ def test_timings_are_the_latest_object_seen(impl):
         chunk(),  # no timings: the previous ones stay
         chunk(finish="stop"),
     )
-    assert asm.finish().timings == Timings(4, 5, 6)
+    assert asm.finish().timings == Timings(4, 5, 6, 2.5, 1.25)
 
 
 def test_timings_missing_counts_are_zero_and_replace_the_old(impl):
@@ -266,7 +266,7 @@ def test_timings_missing_counts_are_zero_and_replace_the_old(impl):
         chunk(timings={"predicted_n": 11, "predicted_ms": 3.5}),
         chunk(finish="stop"),
     )
-    assert asm.finish().timings == Timings(0, 0, 11)
+    assert asm.finish().timings == Timings(0, 0, 11, 0.0, 3.5)
 
 
 def test_timings_before_any_chunk_are_zero(impl):
@@ -863,7 +863,7 @@ def test_counts_up_to_2_63_minus_1_are_accepted(impl):
     assert events == [Progress(big, 0, big), Reasoning("r")]
     assert asm.reasoning_tokens == big
     asm.push(chunk(finish="stop"))
-    assert asm.finish().timings == Timings(big, big, big)
+    assert asm.finish().timings == Timings(big, big, big, 2.5, 1.25)
 
 
 @pytest.mark.parametrize("bad", ["null", "[]", "1", '"t"', "true"])
@@ -906,7 +906,7 @@ def test_a_push_that_fails_changes_nothing(impl, bad):
         "ab",
         None,
         (),
-        Timings(1, 1, 1),
+        Timings(1, 1, 1, 2.5, 1.25),
     )
 
 

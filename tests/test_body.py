@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llamafast import (
     Assistant,
@@ -222,17 +225,25 @@ def _request_from_recording(sent: dict[str, Any]) -> ChatRequest:
         ToolSchema(t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
         for t in sent.get("tools", ())
     ]
+    ours = {
+        "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
+        "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
+        "chat_template_kwargs", "sse_ping_interval", *TYPED,
+    }  # fmt: skip
     return ChatRequest(
         slot=sent["id_slot"],
         messages=[message(m) for m in sent["messages"]],
         tools=tools,
         thinking=sent["chat_template_kwargs"]["enable_thinking"],
+        **{k: sent[k] for k in TYPED if k in sent},
+        extra={k: v for k, v in sent.items() if k not in ours} or None,
     )
 
 
-# Fields the recordings carry only to steer the tiny test model (fixtures/README.md).
-# usage_chunk asked for stream_options.include_usage to show the usage chunk.
-STEERING = {"seed", "grammar", "logit_bias", "tool_choice", "ignore_eos", "stream_options"}
+# Fields the recordings carry to steer the tiny test model (fixtures/README.md): the typed ones
+# go through ChatRequest's fields, the others through `extra` (usage_chunk asked for
+# stream_options.include_usage to show the usage chunk).
+TYPED = ("seed", "grammar", "tool_choice")
 
 
 def _chat_requests() -> list[str]:
@@ -271,6 +282,317 @@ def test_body_has_the_shape_of_the_recorded_requests(name: str) -> None:
         ),
     )
     ours = body(_request_from_recording(sent), cfg)
-    theirs = {k: v for k, v in sent.items() if k not in STEERING}
-    theirs.setdefault("reasoning_control", True)  # the client always asks for it (issue 4)
+    theirs = dict(sent)
+    theirs.setdefault("reasoning_control", True)  # the client always asks for it
     assert ours == theirs
+
+
+# --- the per-request fields ------------------------------------------------------------------
+
+HI = [User("hi")]
+WRITE_FILE = ToolSchema("write_file", "Write a text file.", {"type": "object"})
+
+
+def test_slot_none_leaves_id_slot_out_so_the_server_picks() -> None:
+    got = body(ChatRequest(None, HI))
+    assert "id_slot" not in got
+    assert body(ChatRequest(0, HI))["id_slot"] == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "from_config"),
+    [
+        ("max_tokens", 7, 4096),
+        ("temperature", 1.5, 0.6),
+        ("top_p", 0.5, 0.95),
+        ("top_k", 3, 20),
+    ],
+)
+def test_a_field_left_none_takes_the_configs_value(
+    field: str, value: Any, from_config: Any
+) -> None:
+    assert body(ChatRequest(0, HI))[field] == from_config
+    assert body(ChatRequest(0, HI, **{field: value}))[field] == value
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_p", 0.05),
+        ("seed", 42),
+        ("stop", ["\n\n", "END"]),
+        ("grammar", 'root ::= "yes" | "no"'),
+        ("response_format", {"type": "json_object"}),
+    ],
+)
+def test_a_field_the_config_lacks_is_left_out_when_none_and_sent_as_given(
+    field: str, value: Any
+) -> None:
+    assert field not in body(ChatRequest(0, HI))
+    assert body(ChatRequest(0, HI, **{field: value}))[field] == value
+
+
+def test_zero_values_are_sent_not_mistaken_for_unset() -> None:
+    got = body(ChatRequest(0, HI, temperature=0, top_p=0.0, top_k=0, min_p=0.0, seed=0))
+    assert (got["temperature"], got["top_p"], got["top_k"], got["min_p"], got["seed"]) == (
+        0,
+        0.0,
+        0,
+        0.0,
+        0,
+    )
+
+
+def test_an_empty_stop_is_left_out_and_a_tuple_is_sent_as_a_list() -> None:
+    assert "stop" not in body(ChatRequest(0, HI, stop=()))
+    assert "stop" not in body(ChatRequest(0, HI, stop=[]))
+    assert body(ChatRequest(0, HI, stop=("a",)))["stop"] == ["a"]
+
+
+def test_response_format_with_a_json_schema_is_sent_as_given_in_its_own_order() -> None:
+    schema = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "answer",
+            "schema": {
+                "type": "object",
+                "properties": {"z": {"type": "string"}, "a": {"type": "integer"}},
+            },
+        },
+    }
+    text = build_body(CFG, ChatRequest(0, HI, response_format=schema))
+    assert json.loads(text)["response_format"] == schema
+    # a schema's property order steers the model's output: it is not sorted
+    assert text.index('"z"') < text.index('"a"')
+
+
+@pytest.mark.parametrize("word", ["auto", "none", "required"])
+def test_tool_choice_words_are_sent_as_strings(word: str) -> None:
+    assert body(ChatRequest(0, HI, [READ_FILE], tool_choice=word))["tool_choice"] == word
+    assert "tool_choice" not in body(ChatRequest(0, HI, [READ_FILE]))
+
+
+def test_tool_choice_naming_a_tool_is_sent_as_a_function_object() -> None:
+    got = body(ChatRequest(0, HI, [READ_FILE, WRITE_FILE], tool_choice="write_file"))
+    assert got["tool_choice"] == {"type": "function", "function": {"name": "write_file"}}
+
+
+def test_tool_choice_keyword_wins_over_a_tool_of_the_same_name() -> None:
+    auto = ToolSchema("auto", "a tool named auto", {"type": "object"})
+    assert body(ChatRequest(0, HI, [auto], tool_choice="auto"))["tool_choice"] == "auto"
+
+
+def test_tool_choice_naming_no_tool_is_a_value_error_naming_it_and_the_tools() -> None:
+    with pytest.raises(ValueError, match="tool_choice 'delete_all'") as err:
+        build_body(CFG, ChatRequest(0, HI, [READ_FILE], tool_choice="delete_all"))
+    assert "'read_file'" in str(err.value)
+    with pytest.raises(ValueError, match="the request has no tools"):
+        build_body(CFG, ChatRequest(0, HI, tool_choice="read_file"))
+
+
+def test_extra_comes_after_the_librarys_fields_sorted_by_key() -> None:
+    extra = {"typical_p": 0.9, "logit_bias": [[1, -100.0]], "n_probs": 2, "ignore_eos": True}
+    text = build_body(CFG, ChatRequest(0, HI, extra=extra))
+    keys = list(json.loads(text))
+    assert keys[-4:] == ["ignore_eos", "logit_bias", "n_probs", "typical_p"]
+    assert keys[-5] == "chat_template_kwargs"
+    pinged = Config(limits=Limits(sse_ping_interval=1.0))
+    pinged_text = build_body(pinged, ChatRequest(0, HI, extra=extra))
+    assert list(json.loads(pinged_text))[-5] == "sse_ping_interval"
+    assert json.loads(text)["logit_bias"] == [[1, -100.0]]
+
+
+def test_extra_in_any_insertion_order_gives_the_same_bytes() -> None:
+    a = ChatRequest(0, HI, extra={"b": 1, "a": 2})
+    b = ChatRequest(0, HI, extra={"a": 2, "b": 1})
+    assert a == b
+    assert build_body(CFG, a) == build_body(CFG, b)
+
+
+def test_an_integer_and_the_equal_float_give_the_same_bytes() -> None:
+    ints = ChatRequest(0, HI, temperature=1, top_p=1, min_p=0)
+    floats = ChatRequest(0, HI, temperature=1.0, top_p=1.0, min_p=0.0)
+    assert ints == floats
+    assert build_body(CFG, ints) == build_body(CFG, floats)
+    assert '"temperature":1.0,"top_p":1.0' in build_body(CFG, ints)
+
+
+def test_an_empty_extra_is_the_same_as_none() -> None:
+    assert build_body(CFG, ChatRequest(0, HI, extra={})) == build_body(CFG, ChatRequest(0, HI))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "model", "messages", "tools", "id_slot", "stream", "cache_prompt", "return_progress",
+        "timings_per_token", "reasoning_control", "chat_template_kwargs", "sse_ping_interval",
+        "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "tool_choice",
+        "response_format", "grammar",
+    ],
+)  # fmt: skip
+def test_extra_may_not_set_a_field_the_library_writes(key: str) -> None:
+    with pytest.raises(ValueError, match=f"extra may not set '{key}'"):
+        build_body(CFG, ChatRequest(None, HI, extra={key: 1}))
+
+
+def test_extra_keys_must_be_strings() -> None:
+    with pytest.raises(ValueError, match="extra's keys must be strings, not 1"):
+        build_body(CFG, ChatRequest(0, HI, extra={1: "x"}))  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="extra must be a mapping"):
+        build_body(CFG, ChatRequest(0, HI, extra=[("a", 1)]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named", "says"),
+    [
+        ({"max_tokens": 0}, "max_tokens", "at least 1, not 0"),
+        ({"max_tokens": True}, "max_tokens", "an integer, not True"),
+        ({"max_tokens": 5.0}, "max_tokens", "an integer, not 5.0"),
+        ({"temperature": -0.1}, "temperature", "at least 0, not -0.1"),
+        ({"temperature": float("nan")}, "temperature", "a finite number, not nan"),
+        ({"temperature": float("inf")}, "temperature", "a finite number, not inf"),
+        ({"temperature": False}, "temperature", "a number, not False"),
+        ({"temperature": "0.5"}, "temperature", "a number, not '0.5'"),
+        ({"top_p": 1.01}, "top_p", "from 0 to 1, not 1.01"),
+        ({"top_p": -0.5}, "top_p", "from 0 to 1, not -0.5"),
+        ({"min_p": 2}, "min_p", "from 0 to 1, not 2"),
+        ({"min_p": -0.01}, "min_p", "from 0 to 1, not -0.01"),
+        ({"top_k": -1}, "top_k", "at least 0, not -1"),
+        ({"top_k": 2.0}, "top_k", "an integer, not 2.0"),
+        ({"seed": True}, "seed", "an integer, not True"),
+        ({"seed": "7"}, "seed", "an integer, not '7'"),
+        ({"stop": "END"}, "stop", "a sequence of strings, not 'END'"),
+        ({"stop": ["a", ""]}, "stop[1]", "empty"),
+        ({"stop": ["a", 3]}, "stop[1]", "a string, not 3"),
+        ({"grammar": b"root"}, "grammar", "a string, not b'root'"),
+        ({"response_format": "json"}, "response_format", "a mapping, not 'json'"),
+        ({"tool_choice": 1}, "tool_choice", "a string, not 1"),
+    ],
+)
+def test_a_bad_value_is_a_value_error_naming_the_field(
+    fields: dict[str, Any], named: str, says: str
+) -> None:
+    with pytest.raises(ValueError) as err:
+        build_body(CFG, ChatRequest(0, HI, **fields))
+    assert str(err.value).startswith(f"{named} ") and says in str(err.value), str(err.value)
+
+
+def test_the_edges_of_each_range_are_accepted() -> None:
+    got = body(ChatRequest(0, HI, max_tokens=1, top_p=1, min_p=1.0, temperature=0.0, seed=-1))
+    assert (got["max_tokens"], got["top_p"], got["min_p"], got["seed"]) == (1, 1, 1.0, -1)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"response_format": {"schema": {1, 2}}}, "response_format"),
+        ({"response_format": {"x": float("nan")}}, "response_format"),
+        ({"extra": {"logit_bias": object()}}, "extra['logit_bias']"),
+        ({"extra": {"ok": 1, "n": float("inf")}}, "extra['n']"),
+    ],
+)
+def test_a_value_json_cannot_write_is_a_value_error_naming_the_field(
+    fields: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValueError, match="cannot be written as JSON") as err:
+        build_body(CFG, ChatRequest(0, HI, **fields))
+    assert str(err.value).startswith(f"{named} cannot"), str(err.value)
+
+
+def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_order() -> None:
+    def make() -> ChatRequest:
+        return ChatRequest(
+            None,
+            [User("u")],
+            [READ_FILE],
+            thinking=True,
+            max_tokens=9,
+            temperature=0.1,
+            top_p=0.2,
+            top_k=3,
+            min_p=0.4,
+            seed=5,
+            stop=["x"],
+            tool_choice="read_file",
+            response_format={"type": "json_object"},
+            grammar="root ::= x",
+            extra={"z": 1, "a": 2},
+        )
+
+    first = build_body(CFG, make())
+    assert all(build_body(CFG, make()) == first for _ in range(3))
+    assert list(json.loads(first)) == [
+        "model", "messages", "tools", "cache_prompt", "stream", "return_progress",
+        "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
+        "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
+        "chat_template_kwargs", "a", "z",
+    ]  # fmt: skip
+
+
+# --- every combination of the per-request fields -----------------------------------------------
+
+ORDER = [
+    "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
+    "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
+    "min_p", "seed", "stop", "tool_choice", "response_format", "grammar", "chat_template_kwargs",
+    "sse_ping_interval",
+]  # fmt: skip
+UNIT = st.floats(min_value=0, max_value=1, allow_nan=False)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> ChatRequest:
+    tools = draw(st.sampled_from([(), (READ_FILE,), (READ_FILE, WRITE_FILE)]))
+    choices = ["auto", "none", "required", *(t.name for t in tools)]
+    maybe = st.none
+    return ChatRequest(
+        draw(maybe() | st.integers(0, 8)),
+        [User(draw(st.text(max_size=8)))],
+        tools,
+        draw(st.booleans()),
+        max_tokens=draw(maybe() | st.integers(1, 1 << 20)),
+        temperature=draw(maybe() | st.floats(0, 5, allow_nan=False) | st.integers(0, 2)),
+        top_p=draw(maybe() | UNIT),
+        top_k=draw(maybe() | st.integers(0, 100)),
+        min_p=draw(maybe() | UNIT),
+        seed=draw(maybe() | st.integers(-1, 1 << 32)),
+        stop=draw(st.lists(st.text(min_size=1, max_size=4), max_size=3)),
+        tool_choice=draw(maybe() | st.sampled_from(choices)),
+        response_format=draw(maybe() | st.just({"type": "json_object"})),
+        grammar=draw(maybe() | st.text(max_size=10)),
+        extra=draw(
+            maybe()
+            | st.dictionaries(
+                st.text(max_size=6).filter(lambda k: k not in ORDER),
+                st.integers() | st.text(max_size=4) | st.booleans(),
+                max_size=4,
+            )
+        ),
+    )
+
+
+@settings(max_examples=300)
+@given(requests())
+def test_any_valid_request_gives_its_fields_in_order_and_the_same_bytes_again(
+    req: ChatRequest,
+) -> None:
+    text = build_body(CFG, req)
+    assert build_body(CFG, copy.deepcopy(req)) == text
+    got = json.loads(text)
+    extra = sorted(req.extra or {})
+    own = [k for k in got if k in ORDER and k not in extra]
+    assert own == [k for k in ORDER if k in own]  # the library's fields in their fixed order
+    assert list(got)[len(own) :] == extra  # then extra's, sorted
+    assert ("id_slot" in got) is (req.slot is not None)
+    for field, fallback in [
+        ("max_tokens", CFG.limits.max_tokens),
+        ("temperature", CFG.infer.temperature),
+        ("top_p", CFG.infer.top_p),
+        ("top_k", CFG.infer.top_k),
+    ]:
+        value = getattr(req, field)
+        assert got[field] == (fallback if value is None else value)
+    for field in ("min_p", "seed", "response_format", "grammar"):
+        value = getattr(req, field)
+        assert got.get(field) == value and ((field in got) is (value is not None))
+    assert got.get("stop") == (list(req.stop) or None)

@@ -499,3 +499,180 @@ def test_chat_bad_url_is_one_line(
     status, _, err = run(["chat", "--url", "ftp://x", "hello"], capsys)
     assert status == 1
     assert err.startswith("llamafast: ValueError: bad configuration: infer.url must start with")
+
+
+# --- chat: the per-request options ----------------------------------------------------------
+
+SECRET = "sk-cli-s3cr3t-Do-Not-Print"
+
+
+@pytest.fixture
+def no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(_cli.API_KEY_VARIABLE, raising=False)
+
+
+def test_chat_options_become_the_requests_fields(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["chat", "--max-tokens", "12", "--temperature", "0.25", "--seed", "7", "hi"]
+    status, _, err = run(argv, capsys)
+    assert (status, err) == (0, "")
+    req = fake_client.req
+    assert (req.max_tokens, req.temperature, req.seed, req.slot) == (12, 0.25, 7, 0)
+    assert fake_client.cfg.limits.max_tokens == 4096  # the config is left as it was
+
+
+def test_chat_without_the_options_leaves_the_fields_to_the_config(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["chat", "hi"], capsys)[0] == 0
+    req = fake_client.req
+    assert (req.max_tokens, req.temperature, req.seed, req.response_format) == (None,) * 4
+
+
+def test_any_slot_lets_the_server_pick(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["chat", "--any-slot", "hi"], capsys)[0] == 0
+    assert fake_client.req.slot is None
+    status, _, err = run(["chat", "--any-slot", "--slot", "1", "hi"], capsys)
+    assert status == 1
+    assert err == "llamafast: ValueError: --slot and --any-slot cannot both be given\n"
+
+
+def test_json_schema_asks_for_json_following_the_file(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    assert run(["chat", "--json-schema", str(path), "hi"], capsys)[0] == 0
+    assert fake_client.req.response_format == {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": schema},
+    }
+
+
+def bad_chat_values(tmp_path: Path) -> list[tuple[list[str], str]]:
+    (tmp_path / "list.json").write_text("[1]", encoding="utf-8")
+    (tmp_path / "bad.json").write_text("{nope", encoding="utf-8")
+    return [
+        (["--max-tokens", "many"], "ValueError: --max-tokens must be an integer, not 'many'"),
+        (["--max-tokens", "0"], "ValueError: bad request: max_tokens must be at least 1, not 0"),
+        (["--temperature", "hot"], "ValueError: --temperature must be a number, not 'hot'"),
+        (["--temperature", "nan"], "ValueError: --temperature must be a finite number, not 'nan'"),
+        (["--temperature", "-1"], "ValueError: bad request: temperature must be at least 0"),
+        (["--seed", "1.5"], "ValueError: --seed must be an integer, not '1.5'"),
+        (["--slot", "one"], "ValueError: --slot must be an integer, not 'one'"),
+        (["--slot", "-1"], "ValueError: bad request: slot must be a non-negative integer"),
+        (["--thinking-budget", "x"], "ValueError: --thinking-budget must be an integer"),
+        (["--json-schema", str(tmp_path / "none.json")], "FileNotFoundError: cannot read"),
+        (["--json-schema", str(tmp_path / "bad.json")], "ValueError: '"),
+        (["--json-schema", str(tmp_path / "list.json")], "must hold a JSON Schema object, not"),
+    ]
+
+
+def test_each_bad_chat_value_is_one_line_and_status_1_before_anything_is_sent(
+    fake_client: types.SimpleNamespace, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for options, says in bad_chat_values(tmp_path):
+        fake_client.cfg = None
+        status, _, err = run(["chat", *options, "hi"], capsys)
+        assert status == 1, options
+        assert err.startswith("llamafast: ") and err.count("\n") == 1, (options, err)
+        assert says in err, (options, err)
+        assert fake_client.cfg is None, options  # no client was made
+
+
+def test_a_bad_chat_value_as_a_process_is_one_line_without_a_traceback() -> None:
+    done = run_process("chat", "--temperature", "hot", "hi")
+    assert done.returncode == 1
+    assert done.stderr == "llamafast: ValueError: --temperature must be a number, not 'hot'\n"
+
+
+def test_api_key_from_the_option_the_environment_or_the_config(
+    fake_client: types.SimpleNamespace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    no_key_in_env: None,
+) -> None:
+    toml = tmp_path / "c.toml"
+    toml.write_text('[infer]\napi_key = "from-config"\n', encoding="utf-8")
+    assert run(["chat", "hi"], capsys)[0] == 0
+    assert fake_client.cfg.infer.api_key is None
+    assert run(["chat", "--config", str(toml), "hi"], capsys)[0] == 0
+    assert fake_client.cfg.infer.api_key == "from-config"
+    monkeypatch.setenv("LLAMA_API_KEY", "from-env")
+    assert run(["chat", "--config", str(toml), "hi"], capsys)[0] == 0
+    assert fake_client.cfg.infer.api_key == "from-env"
+    assert run(["chat", "--config", str(toml), "--api-key", SECRET, "hi"], capsys)[0] == 0
+    assert fake_client.cfg.infer.api_key == SECRET
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_the_api_key_is_never_printed(
+    fake_client: types.SimpleNamespace,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    json_mode: bool,
+) -> None:
+    display = ["--json"] if json_mode else []
+    fake_client.events = [Content("Hi.")]
+    outputs = [run(["chat", *display, "--api-key", SECRET, "hi"], capsys)]
+    fake_client.error = ConnectError(ConnectionRefusedError(111, "refused"), "http://x")
+    outputs.append(run(["chat", *display, "--api-key", SECRET, "hi"], capsys))
+    monkeypatch.setenv("LLAMA_API_KEY", SECRET)
+    outputs.append(run(["chat", *display, "hi"], capsys))
+    # a key that cannot be sent is refused without being shown
+    outputs.append(run(["chat", *display, "--api-key", SECRET + "\u00e9", "hi"], capsys))
+    assert [status for status, _, _ in outputs] == [0, 1, 1, 1]
+    assert "infer.api_key is not printable ASCII" in outputs[-1][2]
+    for _, out, err in outputs:
+        assert SECRET not in out and SECRET not in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == (
+        f"llamafast {llamafast.__version__} ({llamafast.IMPLEMENTATION} implementation)\n"
+    )
+    done = run_process("--version")
+    assert done.returncode == 0 and done.stdout.startswith(f"llamafast {llamafast.__version__} (")
+
+
+def test_summary_gives_the_speed_from_the_recorded_times(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay", "tool_call"], capsys)
+    # the last timings: prompt_n 510 in 38.081 ms, predicted_n 117 in 87.987 ms
+    assert status == 0
+    assert f"speed          {510 / 38.081 * 1000:.1f} prompt tokens/s, " in out
+    assert f"{117 / 87.987 * 1000:.1f} generated tokens/s" in out
+
+
+def test_chat_against_the_loopback_server_sends_the_options(
+    capsys: pytest.CaptureFixture[str], no_key_in_env: None
+) -> None:
+    """The whole way through the real client: the body the server saw, and the Authorization
+    header when the server records headers."""
+    from _server import ReplayServer
+
+    with ReplayServer() as srv:
+        argv = ["chat", "--url", srv.url, "--slot", "1", "--max-tokens", "9"]
+        argv += ["--temperature", "0.5", "--seed", "3", "--api-key", SECRET, "--json", "hi"]
+        status, out, err = run(argv, capsys)
+        assert (status, err) == (0, "")
+        assert SECRET not in out
+        (log,) = srv.chat_logs()
+        assert log.body["id_slot"] == 1
+        assert (log.body["max_tokens"], log.body["temperature"], log.body["seed"]) == (9, 0.5, 3)
+        requests = [r for r in srv.requests if r.path.startswith("/v1/chat/completions")]
+    headers = getattr(requests[0], "headers", None)
+    if headers is None:
+        pytest.skip("the loopback server does not record request headers in this tree")
+    assert dict(headers).get("authorization", dict(headers).get("Authorization")) == (
+        f"Bearer {SECRET}"
+    )

@@ -152,3 +152,49 @@ def test_every_limits_field_can_be_set_from_toml(tmp_path: Path) -> None:
         lines.append(f"{f.name} = {text}")
     cfg = Config.from_toml(write(tmp_path, "[limits]\n" + "\n".join(lines) + "\n"))
     assert cfg.limits == defaults
+
+
+# --- api_key: read like any key, never shown --------------------------------------------------
+
+SECRET = "sk-s3cr3t-Do-Not-Print"
+
+
+def test_from_toml_reads_the_api_key(tmp_path: Path) -> None:
+    cfg = Config.from_toml(write(tmp_path, f'[infer]\napi_key = "{SECRET}"\n'))
+    assert cfg.infer.api_key == SECRET
+    assert Config.from_toml(write(tmp_path, "")).infer.api_key is None
+
+
+def test_the_api_key_is_not_in_repr_or_str() -> None:
+    cfg = Config(InferConfig(api_key=SECRET))
+    for text in (repr(cfg), str(cfg), repr(cfg.infer), str(cfg.infer)):
+        assert SECRET not in text
+    assert cfg != Config()  # still part of the value
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("12345678901234", "infer.api_key must be a string, not int"),
+        ('"sk-abc\\ndef"', "infer.api_key is not printable ASCII"),
+        ('"sk-\u00e9t\u00e9"', "infer.api_key is not printable ASCII"),
+        ('""', "infer.api_key is empty"),
+    ],
+)
+def test_a_bad_api_key_is_refused_without_showing_it(tmp_path: Path, value: str, says: str) -> None:
+    path = write(tmp_path, f"[infer]\napi_key = {value}\n")
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    message = str(err.value)
+    assert says in message and str(path) in message, message
+    for part in ("12345678901234", "abc", "def", "\u00e9t\u00e9"):
+        assert part not in message
+
+
+def test_a_bad_api_key_in_the_constructor_is_not_shown_either() -> None:
+    with pytest.raises(ValueError) as err:
+        InferConfig(api_key=f"{SECRET}\r\nX-Evil: 1")
+    assert SECRET not in str(err.value) and "Evil" not in str(err.value)
+    with pytest.raises(ValueError) as err2:
+        InferConfig(api_key=[SECRET])  # type: ignore[arg-type]
+    assert SECRET not in str(err2.value)

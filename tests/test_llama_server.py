@@ -8,22 +8,29 @@ Run it with:
     LLAMAFAST_LLAMA_SERVER=/path/to/llama-server LLAMAFAST_TEST_MODEL=/path/to/model.gguf \\
         python -m pytest -m llama_server tests/test_llama_server.py
 
-The model must think (a Qwen3-style chat template; the server runs with `--jinja
---reasoning-format deepseek`), and the server must support `reasoning_control` (the build the
-recordings came from does). LLAMAFAST_LLAMA_SERVER_ARGS adds arguments (split like a shell).
+The model must think (a Qwen3-style chat template whose prompt opens the reasoning, as
+Qwen3.5's does; the server runs with `--jinja --reasoning-format deepseek`), and the server must
+support `reasoning_control` (the build the recordings came from does). The tests do not count on
+what a random-weight model happens to write: where the outcome matters they steer it (a grammar,
+a JSON schema, a seed, `logit_bias` and `ignore_eos` through `extra`). A second server, started
+with `--api-key`, checks the Authorization header. LLAMAFAST_LLAMA_SERVER_ARGS adds arguments
+(split like a shell).
 """
 
 from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import os
 import shlex
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -36,6 +43,7 @@ from llamafast import (
     Config,
     Content,
     FinishReason,
+    HttpError,
     InferConfig,
     Limits,
     Reasoning,
@@ -76,9 +84,25 @@ def health(port: int) -> int | None:
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[str]:
+    with serve() as url:
+        yield url
+
+
+API_KEY = "llamafast-test-key-0123"
+
+
+@pytest.fixture(scope="module")
+def llama_with_key() -> Iterator[str]:
+    """A second server, which answers only requests carrying API_KEY (/health stays open)."""
+    with serve("--api-key", API_KEY) as url:
+        yield url
+
+
+@contextmanager
+def serve(*extra: str) -> Iterator[str]:
     port = free_port()
     args = [BINARY, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "--jinja"]
-    args += ["--reasoning-format", "deepseek", "-np", str(SLOTS), "-c", "4096"]
+    args += ["--reasoning-format", "deepseek", "-np", str(SLOTS), "-c", "4096", *extra]
     args += shlex.split(os.environ.get("LLAMAFAST_LLAMA_SERVER_ARGS", ""))
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -100,12 +124,35 @@ def llama() -> Iterator[str]:
                 proc.wait()
 
 
-def config(url: str, **limits: object) -> Config:
+def config(url: str, api_key: str | None = None, **limits: object) -> Config:
     base: dict[str, object] = {"max_tokens": 256, "stall_timeout": 120.0, "retry_base_ms": 50}
-    return Config(InferConfig(url=url), Limits(**{**base, **limits}))  # type: ignore[arg-type]
+    limits = {**base, **limits}
+    return Config(InferConfig(url=url, api_key=api_key), Limits(**limits))  # type: ignore[arg-type]
 
 
-THINK = ChatRequest(0, [User("Think step by step: what is 17 * 23?")], thinking=True)
+def tokens(url: str, text: str) -> list[int]:
+    """The model's token ids for `text` (special tokens parsed), from the server's /tokenize."""
+    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    try:
+        conn.request("POST", "/tokenize", json.dumps({"content": text}))
+        ids = json.loads(conn.getresponse().read())["tokens"]
+    finally:
+        conn.close()
+    assert ids and all(isinstance(i, int) for i in ids), ids
+    return ids
+
+
+def think_request(url: str) -> ChatRequest:
+    """A request that reasons past any small budget whatever the weights: the end of reasoning
+    is pushed far down (a large finite bias, so the reasoning_end the client asks for, which
+    forces that token, still wins) and end-of-generation tokens are banned (ignore_eos)."""
+    bias = [[token, -100.0] for token in tokens(url, "</think>")]
+    return ChatRequest(
+        0,
+        [User("Think step by step: what is 17 * 23?")],
+        thinking=True,
+        extra={"logit_bias": bias, "ignore_eos": True},
+    )
 
 
 def check_capped(events: list[ChatEvent], completion: Completion, budget: int) -> None:
@@ -122,7 +169,7 @@ def check_capped(events: list[ChatEvent], completion: Completion, budget: int) -
 def test_stream_with_thinking_ended_through_the_control_endpoint(llama: str) -> None:
     client = Client(config(llama, thinking_budget=16))
     events: list[ChatEvent] = []
-    with client.stream(THINK) as stream:
+    with client.stream(think_request(llama)) as stream:
         for event in stream:
             events.append(event)
         completion = stream.completion
@@ -131,10 +178,12 @@ def test_stream_with_thinking_ended_through_the_control_endpoint(llama: str) -> 
 
 
 def test_async_stream_with_thinking_ended(llama: str) -> None:
+    req = think_request(llama)
+
     async def main() -> tuple[list[ChatEvent], Completion]:
         async with AsyncClient(config(llama, thinking_budget=16)) as client:
             events: list[ChatEvent] = []
-            completion = await client.complete(THINK, events.append)
+            completion = await client.complete(req, events.append)
             return events, completion
 
     events, completion = asyncio.run(main())
@@ -154,3 +203,109 @@ def test_answer_without_thinking(llama: str) -> None:
 def test_slot_the_server_does_not_have(llama: str) -> None:
     with pytest.raises(ValueError, match=f"slot {SLOTS} does not exist"):
         Client(config(llama)).complete(ChatRequest(SLOTS, [User("hi")]))
+
+
+# --- the per-request fields ------------------------------------------------------------------
+
+
+def test_response_format_with_a_json_schema_gives_valid_json(llama: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "answer": {"type": "integer", "enum": [1, 2, 3]},
+            "word": {"type": "string", "enum": ["yes", "no"]},
+        },
+        "required": ["answer", "word"],
+        "additionalProperties": False,
+    }
+    req = ChatRequest(
+        0,
+        [User("Answer in JSON.")],
+        max_tokens=400,  # room for the white space the schema's grammar allows
+        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}},
+    )
+    completion = Client(config(llama)).complete(req)
+    assert completion.finish_reason is FinishReason.STOP, completion
+    value = json.loads(completion.content or "")
+    assert set(value) == {"answer", "word"}
+    assert value["answer"] in (1, 2, 3) and value["word"] in ("yes", "no")
+
+
+def test_the_same_seed_gives_the_same_text(llama: str) -> None:
+    client = Client(config(llama))
+    req = ChatRequest(1, [User("Write a few words.")], max_tokens=24, temperature=1.0, seed=1234)
+    first, second = client.complete(req), client.complete(req)
+    assert first.content and first.timings.predicted_n == 24
+    assert (second.content, second.reasoning_content) == (first.content, first.reasoning_content)
+
+
+def test_stop_ends_the_answer(llama: str) -> None:
+    client = Client(config(llama))
+    grammar = 'root ::= "alpha beta gamma delta"'  # the model can write only this
+    whole = client.complete(ChatRequest(0, [User("Say it.")], grammar=grammar, max_tokens=64))
+    assert whole.content == "alpha beta gamma delta"
+    cut = client.complete(
+        ChatRequest(0, [User("Say it.")], grammar=grammar, max_tokens=64, stop=["gamma"])
+    )
+    assert cut.finish_reason is FinishReason.STOP
+    assert cut.content is not None and cut.content.rstrip() == "alpha beta"
+
+
+def test_max_tokens_and_temperature_per_request(llama: str) -> None:
+    completion = Client(config(llama)).complete(
+        ChatRequest(0, [User("Go on.")], max_tokens=5, temperature=0.0, extra={"ignore_eos": True})
+    )
+    assert completion.finish_reason is FinishReason.LENGTH
+    assert completion.timings.predicted_n == 5
+    assert completion.timings.predicted_ms > 0 and completion.timings.predicted_per_second > 0
+
+
+def test_slot_none_lets_the_server_pick_and_runs_concurrently(llama: str) -> None:
+    client = Client(config(llama))
+    req = ChatRequest(None, [User("Say hello.")], max_tokens=16)
+    done: list[Completion] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(client.complete(req))
+        except BaseException as err:  # reported below, in the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(SLOTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert len(done) == SLOTS and all(c.timings.predicted_n > 0 for c in done)
+
+
+# --- a server started with --api-key ----------------------------------------------------------
+
+
+def test_api_key_is_sent_on_every_request(llama_with_key: str) -> None:
+    # /slots, chat and (with a budget) the control endpoint all need the key on this server
+    client = Client(config(llama_with_key, api_key=API_KEY, thinking_budget=8))
+    completion = client.complete(
+        ChatRequest(0, [User("Think, then say hello.")], thinking=True, max_tokens=48)
+    )
+    assert completion.timings.predicted_n > 0
+
+
+def test_async_client_sends_the_api_key(llama_with_key: str) -> None:
+    async def main() -> Completion:
+        async with AsyncClient(config(llama_with_key, api_key=API_KEY)) as client:
+            return await client.complete(ChatRequest(1, [User("Say hello.")], max_tokens=8))
+
+    assert asyncio.run(main()).timings.predicted_n > 0
+
+
+@pytest.mark.parametrize("key", [None, "not-the-key"])
+def test_without_the_right_key_the_server_answers_401(llama_with_key: str, key: str | None) -> None:
+    with pytest.raises(HttpError) as err:
+        Client(config(llama_with_key, api_key=key)).complete(
+            ChatRequest(0, [User("hi")], max_tokens=4)
+        )
+    assert err.value.status == 401
+    assert "not-the-key" not in str(err.value)

@@ -115,6 +115,24 @@ def test_defaults_of_assistant_timings_and_chat_request() -> None:
     assert req.tools == () and req.thinking is False
 
 
+def test_timings_fields_in_order_and_the_times_default_to_float_zero() -> None:
+    assert Timings() == Timings(0, 0, 0, 0.0, 0.0)
+    assert type(Timings().prompt_ms) is float and type(Timings().predicted_ms) is float
+    match Timings(1, 2, 3, 4.5, 6.5):
+        case Timings(cache, prompt, predicted, prompt_ms, predicted_ms):
+            assert (cache, prompt, predicted, prompt_ms, predicted_ms) == (1, 2, 3, 4.5, 6.5)
+
+
+def test_chat_request_keyword_fields_default_to_unset_and_slot_may_be_none() -> None:
+    req = ChatRequest(None, [User("x")])
+    assert req.slot is None
+    unset = ("max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "tool_choice")
+    assert all(getattr(req, f) is None for f in unset)
+    assert (req.stop, req.response_format, req.grammar, req.extra) == ((), None, None, None)
+    with pytest.raises(TypeError):
+        ChatRequest(0, [User("x")], (), False, 5)  # type: ignore[misc]  # keyword only
+
+
 def test_tool_schema_with_a_dict_compares_but_is_not_hashable() -> None:
     # "hashable where their fields are": a dict of parameters is not.
     schema = ToolSchema("f", "d", {"type": "object"})

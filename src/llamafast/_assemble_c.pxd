@@ -19,9 +19,12 @@ cdef class Assembler:
     cdef long long _cache_n
     cdef long long _prompt_n
     cdef long long _predicted_n
+    cdef double _prompt_ms
+    cdef double _predicted_ms
     cdef long long _reasoning_tokens
     cdef bint _in_reasoning
     cdef object _finish_reason  # FinishReason | None
+    cdef dict _partials         # partial_arguments' parsers per call (None until first asked)
 
     # One payload as UTF-8 bytes (need not be NUL-terminated): appends its events to `out`, or
     # raises the error push() raises for it (then `out` may hold some of its events: drop them). `src` is the payload object when the caller has one (str or bytes, used only

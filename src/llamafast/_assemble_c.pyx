@@ -19,6 +19,7 @@ from libc.string cimport memcmp, memcpy, memset
 
 from . import _assemble_py
 from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
+from ._partial_json import partial_arguments
 from ._values import (
     Completion,
     Content,
@@ -102,6 +103,9 @@ cdef extern from *:
     static inline uint64_t lf_u64(const simdjson::dom::element& e) {
         uint64_t v = 0; if (e.get(v)) {} return v;
     }
+    static inline double lf_f64(const simdjson::dom::element& e) {
+        double v = 0; if (e.get(v)) {} return v;
+    }
     """
     void* lf_new_parser(size_t max_depth)
     void lf_delete_parser(void* p)
@@ -113,6 +117,7 @@ cdef extern from *:
     const char* lf_str(const Element& e, size_t* n)
     int64_t lf_i64(const Element& e)
     uint64_t lf_u64(const Element& e)
+    double lf_f64(const Element& e)
     const size_t SIMDJSON_PADDING "simdjson::SIMDJSON_PADDING"
 
 # simdjson::dom::element_type values
@@ -322,6 +327,15 @@ cdef class Assembler:
     def is_finished(self):
         return self._finish_reason is not None
 
+    def partial_arguments(self, index):
+        """The arguments of tool call `index` parsed so far (as the pure twin's, which it
+        shares: the parse reads each new piece once, and is no hot path worth a C twin)."""
+        if self._partials is None:
+            self._partials = {}
+        return partial_arguments(
+            self._partials, self._calls, index, self._finish_reason is not None
+        )
+
     def push(self, data):
         """One `data:` payload (str or UTF-8 bytes): the events it stands for, in order."""
         cdef Py_ssize_t n
@@ -390,7 +404,10 @@ cdef class Assembler:
             _decode(&self._reasoning),
             tuple(calls),
             self._finish_reason,
-            Timings(self._cache_n, self._prompt_n, self._predicted_n),
+            Timings(
+                self._cache_n, self._prompt_n, self._predicted_n, self._prompt_ms,
+                self._predicted_ms,
+            ),
             self._reasoning_tokens,
             thinking_capped,
         )
@@ -401,9 +418,10 @@ cdef int _fold(
 ) except -1:
     cdef Object obj
     cdef Object.iterator it, end
-    cdef Element e_error, e_choices, e_id, e_timings, e_progress, e_c, e_p, e_d
+    cdef Element e_error, e_choices, e_id, e_timings, e_progress, e_c, e_p, e_d, e_pm, e_dm
     cdef bint has_error = False, has_choices = False, has_id = False
-    cdef bint has_c, has_p, has_d
+    cdef bint has_c, has_p, has_d, has_pm, has_dm
+    cdef double prompt_ms, predicted_ms
     cdef bint has_timings = False, has_progress = False
     cdef long long cache_n, prompt_n, predicted_n
     cdef long long p_total = 0, p_cache = 0, p_processed = 0
@@ -462,11 +480,13 @@ cdef int _fold(
     cache_n = self._cache_n
     prompt_n = self._prompt_n
     predicted_n = self._predicted_n
+    prompt_ms = self._prompt_ms
+    predicted_ms = self._predicted_ms
     if has_timings:
         if lf_type(e_timings) != T_OBJECT:
             raise _bad(data, n, src, f'"timings" is {_kind(e_timings)}, not an object')
         # walked first, checked after (the last of duplicate keys wins), in the pure order
-        has_c = has_p = has_d = False
+        has_c = has_p = has_d = has_pm = has_dm = False
         obj = lf_obj(e_timings)
         it = obj.begin()
         end = obj.end()
@@ -481,10 +501,18 @@ cdef int _fold(
             elif kl == 11 and _key(it, "predicted_n", 11):
                 e_d = it.value()
                 has_d = True
+            elif kl == 9 and _key(it, "prompt_ms", 9):
+                e_pm = it.value()
+                has_pm = True
+            elif kl == 12 and _key(it, "predicted_ms", 12):
+                e_dm = it.value()
+                has_dm = True
             inc(it)
         cache_n = _count(e_c, "timings.cache_n", data, n, src) if has_c else 0
         prompt_n = _count(e_p, "timings.prompt_n", data, n, src) if has_p else 0
         predicted_n = _count(e_d, "timings.predicted_n", data, n, src) if has_d else 0
+        prompt_ms = _millis(e_pm, "timings.prompt_ms", data, n, src) if has_pm else 0.0
+        predicted_ms = _millis(e_dm, "timings.predicted_ms", data, n, src) if has_dm else 0.0
 
     cdef Py_ssize_t start = len(events)
     if has_progress:
@@ -541,6 +569,8 @@ cdef int _fold(
     self._cache_n = cache_n
     self._prompt_n = prompt_n
     self._predicted_n = predicted_n
+    self._prompt_ms = prompt_ms
+    self._predicted_ms = predicted_ms
     self._reasoning_tokens = reasoning_tokens
     self._in_reasoning = in_reasoning
     self._content.len = content_len
@@ -791,6 +821,25 @@ cdef long long _bad_count(
     if lf_type(e) == T_UINT64:
         raise _bad(data, n, src, f'"{where}" is out of range: {lf_u64(e)}')
     raise _bad(data, n, src, f'"{where}" is {_kind(e)}, not an integer')
+
+
+cdef double _millis(
+    const Element& e, const char* what, const char* data, Py_ssize_t n, object src
+) except -1.0:
+    """A time in milliseconds, as the pure twin's _millis: a number, not negative."""
+    cdef char t = lf_type(e)
+    cdef double v
+    if t == T_DOUBLE:
+        v = lf_f64(e)
+    elif t == T_INT64:
+        v = <double>lf_i64(e)
+    elif t == T_UINT64:
+        v = <double>lf_u64(e)
+    else:
+        raise _bad(data, n, src, f'"{what.decode()}" is {_kind(e)}, not a number')
+    if v < 0.0:
+        raise _bad(data, n, src, f'"{what.decode()}" is negative: {v!r}')
+    return v
 
 
 cdef int _progress_counts(

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
+from ._partial_json import partial_arguments
 from ._values import (
     ChatEvent,
     Completion,
@@ -189,6 +190,7 @@ class Assembler:
         "_finish_reason",
         "_id",
         "_in_reasoning",
+        "_partials",
         "_reasoning",
         "_reasoning_tokens",
         "_timings",
@@ -196,13 +198,15 @@ class Assembler:
 
     def __init__(self) -> None:
         self._id: str | None = None
-        self._timings: tuple[int, int, int] = (0, 0, 0)  # cache_n, prompt_n, predicted_n
+        # cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms
+        self._timings: tuple[int, int, int, float, float] = (0, 0, 0, 0.0, 0.0)
         self._reasoning_tokens = 0
         self._in_reasoning = False
         self._finish_reason: FinishReason | None = None
         self._content: list[str] = []  # the text pieces, joined by finish()
         self._reasoning: list[str] = []
         self._calls: list[list[Any]] = []  # one [id, name, [argument pieces]] per tool call
+        self._partials: dict[int, list[Any]] = {}  # partial_arguments' parsers, per call
 
     @property
     def id(self) -> str | None:
@@ -219,6 +223,18 @@ class Assembler:
     @property
     def is_finished(self) -> bool:
         return self._finish_reason is not None
+
+    def partial_arguments(self, index: int) -> Any:
+        """The arguments of tool call `index` as far as the chunks pushed so far go, as a Python
+        value: a string being read is kept as far as it goes, a key or a number being read is
+        left out, a container that has begun is there; None before anything is. Once the
+        finish reason has come the text is whole (a number at its end counts, a value cut short
+        is an error). Each call reads only the text that came since the last one; the
+        containers are new each time, the finished values in them shared with later calls'.
+        ProtocolError when the text is not JSON; IndexError when there is no such call yet."""
+        return partial_arguments(
+            self._partials, self._calls, index, self._finish_reason is not None
+        )
 
     def push(self, data: str | bytes) -> list[ChatEvent]:
         """One `data:` payload (str or UTF-8 bytes): the events it stands for, in order."""
@@ -264,7 +280,8 @@ class Assembler:
             if self._id is None:
                 new_id = cid
 
-        # 07 rule 3: the latest timings replace the previous ones; missing counts are 0.
+        # 07 rule 3: the latest timings replace the previous ones; missing counts are 0, and so
+        # are missing times (milliseconds, finite non-negative numbers: the rates need them).
         timings = chunk.get("timings", _ABSENT)
         if timings is _ABSENT:
             counts = self._timings
@@ -285,7 +302,9 @@ class Assembler:
                 _count(cache_n, "timings.cache_n", data)
                 _count(prompt_n, "timings.prompt_n", data)
                 _count(predicted_n, "timings.predicted_n", data)
-            counts = (cache_n, prompt_n, predicted_n)
+            prompt_ms = _millis(timings.get("prompt_ms", 0.0), "timings.prompt_ms", data)
+            predicted_ms = _millis(timings.get("predicted_ms", 0.0), "timings.predicted_ms", data)
+            counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
         # 07 rule 1: Progress first.
         events: list[ChatEvent] = []
@@ -391,6 +410,19 @@ class Assembler:
             self._reasoning_tokens,
             thinking_capped,
         )
+
+
+def _millis(value: Any, where: str, payload: str | bytes) -> float:
+    """A time in milliseconds: a number (an integer is taken as a float, a bool is not one)."""
+    if type(value) is float:
+        if value >= 0.0:  # JSON has no NaN or infinity: the strict parse refused them
+            return value
+        raise _bad(f'"{where}" is negative: {value!r}', payload)
+    if type(value) is int:
+        if value >= 0:
+            return float(value)
+        raise _bad(f'"{where}" is negative: {float(value)!r}', payload)
+    raise _bad(f'"{where}" is {_kind(value)}, not a number', payload)
 
 
 def _progress(progress: Any, payload: str | bytes) -> Progress:

@@ -9,13 +9,15 @@ it costs one `json.dumps` per request, not per chunk.
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from ._config import Config
 from ._errors import cut
 from ._values import Assistant, ChatMessage, ChatRequest, System, Tool, ToolCall, ToolSchema, User
 
-__all__ = ["build_body"]
+__all__ = ["RESERVED", "build_body"]
 
 
 def _tool_call(call: ToolCall) -> dict[str, Any]:
@@ -67,40 +69,188 @@ def _tool(tool: ToolSchema) -> dict[str, Any]:
     }
 
 
+# Every key the library writes itself. `extra` may add fields, never replace one of these: the
+# prompt cache, the stream's shape and the client's own bookkeeping depend on them.
+RESERVED: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "id_slot",
+        "stream",
+        "cache_prompt",
+        "return_progress",
+        "timings_per_token",
+        "reasoning_control",
+        "chat_template_kwargs",
+        "sse_ping_interval",
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "stop",
+        "tool_choice",
+        "response_format",
+        "grammar",
+    }
+)
+
+# tool_choice words the server knows; any other string must name one of the request's tools.
+_CHOICES: Final = ("auto", "none", "required")
+
+
+def _dumps(value: Any) -> str:
+    # No NaN or Infinity (not JSON), UTF-8 rather than \u escapes, no insignificant white space.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _int(name: str, value: Any, lo: int | None) -> int:
+    """An integer field (bool is not one), at least `lo` when given."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, not {cut(value)}")
+    if lo is not None and value < lo:
+        raise ValueError(f"{name} must be at least {lo}, not {value!r}")
+    return int(value)
+
+
+def _number(name: str, value: Any, hi: float | None) -> float:
+    """A finite number (bool is not one) from 0 up to `hi` when given, as a float: 1 and 1.0
+    make equal requests, so they are written the same way."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {cut(value)}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, not {value!r}")
+    if value < 0 or (hi is not None and value > hi):
+        where = "at least 0" if hi is None else f"from 0 to {hi:g}"
+        raise ValueError(f"{name} must be {where}, not {value!r}")
+    return float(value)
+
+
+def _stop(stop: Any) -> list[str]:
+    # A bare string is a Sequence[str] too; sent as one it would stop at each of its characters.
+    if isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence):
+        raise ValueError(f"stop must be a sequence of strings, not {cut(stop)}")
+    out = []
+    for i, s in enumerate(stop):
+        if not isinstance(s, str):
+            raise ValueError(f"stop[{i}] must be a string, not {cut(s)}")
+        if not s:
+            raise ValueError(f"stop[{i}] is empty: an empty stop string would end every answer")
+        out.append(s)
+    return out
+
+
+def _tool_choice(choice: Any, tools: Sequence[ToolSchema]) -> str | dict[str, Any]:
+    if not isinstance(choice, str):
+        raise ValueError(f"tool_choice must be a string, not {cut(choice)}")
+    if choice in _CHOICES:  # a keyword wins over a tool of the same name
+        return choice
+    names = [t.name for t in tools]
+    if choice not in names:
+        known = ", ".join(repr(n) for n in names) if names else "the request has no tools"
+        raise ValueError(
+            f"tool_choice {cut(choice)} is not 'auto', 'none', 'required' or the name of one "
+            f"of the request's tools ({known})"
+        )
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _extra(extra: Any) -> list[tuple[str, Any]]:
+    """`extra`'s fields sorted by key (so equal mappings give the same bytes)."""
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"extra must be a mapping of field names to values, not {cut(extra)}")
+    for key in extra:
+        if not isinstance(key, str):
+            raise ValueError(f"extra's keys must be strings, not {cut(key)}")
+        if key in RESERVED:
+            raise ValueError(
+                f"extra may not set {key!r}: the library writes that field itself "
+                "(use the ChatRequest or Config field for it)"
+            )
+    return sorted(extra.items())
+
+
+def _unwritable(body: dict[str, Any]) -> str:
+    """The name of the first field of `body` that json cannot write (as `extra['k']` for extra's
+    fields, which follow the library's own)."""
+    for key, value in body.items():
+        try:
+            _dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            return key if key in RESERVED else f"extra[{key!r}]"
+    return "the request"  # pragma: no cover - only a failing field makes the whole fail
+
+
 def build_body(cfg: Config, req: ChatRequest) -> str:
     """The JSON body for `req`: UTF-8 text (no `\\u` escapes), no insignificant white space.
 
-    Raises `ValueError` for a slot that is not a non-negative integer, for tool parameters that
-    are not JSON, and for text that cannot be sent as UTF-8 (a lone surrogate); `TypeError` for a
-    message or tool of the wrong type.
+    A per-request field left None takes the Config's value where it has one (`max_tokens`,
+    `temperature`, `top_p`, `top_k`) and is otherwise left out; `slot=None` leaves `id_slot`
+    out so the server picks the slot; `extra`'s fields follow the library's own, sorted by key.
+    Equal requests give identical bytes (nested mappings keep their own key order: a JSON
+    schema's property order steers the model).
+
+    Raises `ValueError` naming the field for a bad slot, an out-of-range or mistyped value, an
+    unknown `tool_choice`, an `extra` key the library writes itself, a value json cannot write,
+    and text that cannot be sent as UTF-8 (a lone surrogate); `TypeError` for a message or tool
+    of the wrong type.
     """
-    if isinstance(req.slot, bool) or not isinstance(req.slot, int) or req.slot < 0:
-        raise ValueError(f"slot must be a non-negative integer, not {req.slot!r}")
+    slot = req.slot
+    if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or slot < 0):
+        raise ValueError(f"slot must be a non-negative integer or None, not {slot!r}")
     infer, limits = cfg.infer, cfg.limits
     body: dict[str, Any] = {
         "model": infer.model,
         "messages": [_message(m) for m in req.messages],
     }
-    if req.tools:  # rendered at the top of the prompt: sent only when there are tools (06)
+    if req.tools:  # rendered at the top of the prompt: sent only when there are tools
         body["tools"] = [_tool(t) for t in req.tools]
-    body["id_slot"] = req.slot
+    if slot is not None:  # left out, the server picks the slot whose cache fits the prompt best
+        body["id_slot"] = slot
     body["cache_prompt"] = True
     body["stream"] = True
     body["return_progress"] = True
     body["timings_per_token"] = True
     body["reasoning_control"] = True
-    body["max_tokens"] = limits.max_tokens
-    body["temperature"] = infer.temperature
-    body["top_p"] = infer.top_p
-    body["top_k"] = infer.top_k
+    body["max_tokens"] = (
+        limits.max_tokens if req.max_tokens is None else _int("max_tokens", req.max_tokens, 1)
+    )
+    body["temperature"] = (
+        infer.temperature
+        if req.temperature is None
+        else _number("temperature", req.temperature, None)
+    )
+    body["top_p"] = infer.top_p if req.top_p is None else _number("top_p", req.top_p, 1.0)
+    body["top_k"] = infer.top_k if req.top_k is None else _int("top_k", req.top_k, 0)
+    if req.min_p is not None:
+        body["min_p"] = _number("min_p", req.min_p, 1.0)
+    if req.seed is not None:
+        body["seed"] = _int("seed", req.seed, None)
+    stop = _stop(req.stop)
+    if stop:  # an empty list would be sent for nothing
+        body["stop"] = stop
+    if req.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(req.tool_choice, req.tools)
+    if req.response_format is not None:
+        if not isinstance(req.response_format, Mapping):
+            raise ValueError(f"response_format must be a mapping, not {cut(req.response_format)}")
+        body["response_format"] = dict(req.response_format)  # as given, any Mapping
+    if req.grammar is not None:
+        if not isinstance(req.grammar, str):
+            raise ValueError(f"grammar must be a string, not {cut(req.grammar)}")
+        body["grammar"] = req.grammar
     # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
     body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
     if limits.sse_ping_interval > 0:
         body["sse_ping_interval"] = limits.sse_ping_interval
+    if req.extra is not None:
+        body.update(_extra(req.extra))
     try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"the request cannot be written as JSON: {err}") from None
+        text = _dumps(body)
+    except (TypeError, ValueError, RecursionError) as err:
+        raise ValueError(f"{_unwritable(body)} cannot be written as JSON: {err}") from None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:

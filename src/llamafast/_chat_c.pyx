@@ -71,6 +71,10 @@ cdef class _State:
     def is_finished(self):
         return self._asm._finish_reason is not None
 
+    def partial_arguments(self, index):
+        """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
+        return self._asm.partial_arguments(index)
+
     cdef object _drain(self):
         """The next event from the bytes already buffered; None when more bytes are needed or the
         stream is over (then `_ended` is set). Errors propagate (the caller latches them)."""

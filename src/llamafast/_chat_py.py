@@ -58,6 +58,10 @@ class _State:
     def is_finished(self) -> bool:
         return self._assembler.is_finished
 
+    def partial_arguments(self, index: int) -> Any:
+        """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
+        return self._assembler.partial_arguments(index)
+
     def _handout(self, events: list[ChatEvent]) -> ChatEvent:
         """The first of a non-empty `events`; the others wait in `_pending`."""
         if len(events) == 1:

@@ -14,6 +14,7 @@ import http.client
 import importlib
 import importlib.resources
 import json
+import math
 import os
 import sys
 import time
@@ -23,6 +24,7 @@ from typing import IO, Any
 
 import llamafast
 
+from ._body import build_body
 from ._config import Config
 from ._errors import SHOW, HttpError, InferError, SseError
 from ._values import (
@@ -45,6 +47,8 @@ from ._values import (
 __all__ = ["JsonView", "LiveView", "main"]
 
 PROG = "llamafast"
+API_KEY_VARIABLE = "LLAMA_API_KEY"
+"""Where `chat` finds the API key when --api-key is not given: llama-server's own variable."""
 RECORDINGS = "_recordings"
 DEFAULT_RECORDING = "reasoning_then_content"
 """The bundled recording replayed when no FILE is given: reasoning, then the answer."""
@@ -201,6 +205,14 @@ class LiveView:
             ("prompt", f"{_tokens(t.prompt_n)} processed, {t.cache_n} from the cache"),
             ("predicted", f"{_tokens(t.predicted_n)} ({completion.reasoning_tokens} reasoning)"),
         ]
+        if t.prompt_ms or t.predicted_ms:
+            rows.append(
+                (
+                    "speed",
+                    f"{t.prompt_per_second:.1f} prompt tokens/s, "
+                    f"{t.predicted_per_second:.1f} generated tokens/s",
+                )
+            )
         if completion.thinking_capped:
             rows.append(("thinking", "capped by the client"))
         calls = completion.tool_calls
@@ -412,22 +424,77 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
 # --- chat ---------------------------------------------------------------------------------
 
 
+def _option(name: str, text: str | None, kind: type[int] | type[float]) -> Any:
+    """The value of option `name` (given as `text`) as `kind`; one line and status 1 if not."""
+    if text is None:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise CliError("ValueError", f"{name} must be {noun}, not {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise CliError("ValueError", f"{name} must be a finite number, not {text!r}")
+    return value
+
+
+def _json_schema(path: str) -> dict[str, Any]:
+    """`response_format` asking for JSON that follows the JSON Schema in the file `path`."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            schema = json.load(file)
+    except OSError as err:
+        raise CliError(type(err).__name__, f"cannot read {path!r}: {err.strerror}") from None
+    except ValueError as err:  # not UTF-8, or not JSON
+        raise CliError("ValueError", f"{path!r} is not a JSON file: {err}") from None
+    if not isinstance(schema, dict):
+        kind = type(schema).__name__
+        raise CliError("ValueError", f"{path!r} must hold a JSON Schema object, not a {kind}")
+    return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema}}
+
+
+def _api_key(args: argparse.Namespace, cfg: Config) -> str | None:
+    """--api-key, else LLAMA_API_KEY (the variable llama-server itself reads), else the
+    config's."""
+    if args.api_key is not None:
+        return str(args.api_key)
+    return os.environ.get(API_KEY_VARIABLE) or cfg.infer.api_key
+
+
 def chat(args: argparse.Namespace, out: IO[str]) -> int:
+    if args.any_slot and args.slot is not None:
+        raise CliError("ValueError", "--slot and --any-slot cannot both be given")
+    slot = None if args.any_slot else _option("--slot", args.slot or "0", int)
+    max_tokens = _option("--max-tokens", args.max_tokens, int)
+    temperature = _option("--temperature", args.temperature, float)
+    seed = _option("--seed", args.seed, int)
+    budget = _option("--thinking-budget", args.thinking_budget, int)
     try:
         cfg = Config.from_toml(args.config) if args.config else Config()
         infer = cfg.infer if args.url is None else dataclasses.replace(cfg.infer, url=args.url)
+        infer = dataclasses.replace(infer, api_key=_api_key(args, cfg))
         limits = cfg.limits
-        if args.max_tokens is not None:
-            limits = dataclasses.replace(limits, max_tokens=args.max_tokens)
-        if args.thinking_budget is not None:
-            limits = dataclasses.replace(limits, thinking_budget=args.thinking_budget)
+        if budget is not None:
+            limits = dataclasses.replace(limits, thinking_budget=budget)
         cfg = Config(infer=infer, limits=limits)
     except (OSError, ValueError) as err:
         raise CliError.of(err, "bad configuration: ") from None
     messages: list[ChatMessage] = [User(args.prompt)]
     if args.system:
         messages.insert(0, System(args.system))
-    req = ChatRequest(slot=args.slot, messages=messages, thinking=args.think)
+    req = ChatRequest(
+        slot,
+        messages,
+        thinking=args.think,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        seed=seed,
+        response_format=None if args.json_schema is None else _json_schema(args.json_schema),
+    )
+    try:  # every bad value is refused here, before anything is sent
+        build_body(cfg, req)
+    except ValueError as err:
+        raise CliError.of(err, "bad request: ") from None
     try:  # looked up at run time so the tests can stand a fake client in
         client_cls = importlib.import_module("llamafast._client").Client
     except (ImportError, AttributeError) as err:
@@ -464,6 +531,11 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog=PROG,
         description="Watch llama-server chat completions stream: replay a recording, or chat.",
+    )
+    top.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {llamafast.__version__} ({llamafast.IMPLEMENTATION} implementation)",
     )
     sub = top.add_subparsers(dest="command", metavar="{replay,chat}")
 
@@ -503,11 +575,28 @@ def parser() -> argparse.ArgumentParser:
     )
     cp.add_argument("prompt", help="the user message")
     cp.add_argument("--url", help="the server (default: the config's, http://127.0.0.1:8080)")
-    cp.add_argument("--slot", type=int, default=0, help="the server slot to use (default: 0)")
+    cp.add_argument("--slot", help="the server slot to use (default: 0)")
+    cp.add_argument(
+        "--any-slot",
+        action="store_true",
+        help="let the server pick the slot (the one whose cache fits the prompt best)",
+    )
     cp.add_argument("--think", action="store_true", help="let the model reason first")
     cp.add_argument("--system", help="a system message")
-    cp.add_argument("--max-tokens", type=int, help="limits.max_tokens for this request")
-    cp.add_argument("--thinking-budget", type=int, help="reasoning tokens before reasoning_end")
+    cp.add_argument("--max-tokens", metavar="N", help="most tokens to generate for this request")
+    cp.add_argument("--temperature", metavar="T", help="sampling temperature for this request")
+    cp.add_argument("--seed", metavar="N", help="sampling seed: the same seed, the same answer")
+    cp.add_argument(
+        "--json-schema",
+        metavar="FILE.json",
+        help="answer with JSON following the JSON Schema in FILE (response_format json_schema)",
+    )
+    cp.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"the server's API key (default: ${API_KEY_VARIABLE}, then the config's)",
+    )
+    cp.add_argument("--thinking-budget", metavar="N", help="reasoning tokens before reasoning_end")
     cp.add_argument("--config", metavar="FILE.toml", help="read [infer] and [limits] from FILE")
     display_options(cp)
     cp.set_defaults(run=chat)
@@ -520,7 +609,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     if out is sys.stdout and hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
     words = list(sys.argv[1:] if argv is None else argv)
-    if not words or words[0] not in ("replay", "chat", "-h", "--help"):
+    if not words or words[0] not in ("replay", "chat", "-h", "--help", "--version"):
         words.insert(0, "replay")  # replay is the main job
     args = parser().parse_args(words)
     try:

@@ -46,6 +46,8 @@ def _check(obj: Any, table: str) -> None:
         else:  # a nested table, checked by its own __post_init__
             continue
         if not ok:
+            if f.metadata.get("secret"):  # a key in the wrong place is still a key: not shown
+                raise ValueError(f"{key} must be {_KIND_NAMES[kind]}, not {type(value).__name__}")
             raise ValueError(f"{key} must be {_KIND_NAMES[kind]}, not {value!r}")
         if kind == "float" and not math.isfinite(value):
             raise ValueError(f"{key} must be a finite number, not {value!r}")
@@ -96,13 +98,23 @@ class InferConfig:
     temperature: float = _r(0.6, 0.0, 100.0)
     top_p: float = _r(0.95, 0.0, 1.0)
     top_k: int = _r(20, 0, _INT_MAX)
-    # Sent as "Authorization: Bearer <key>" on every request; a secret, so never in repr().
-    api_key: str | None = field(default=None, repr=False)
+    # Sent as "Authorization: Bearer <key>" on every request; a secret, so never in repr() and
+    # never in an error message.
+    api_key: str | None = field(default=None, repr=False, metadata={"secret": True})
 
     def __post_init__(self) -> None:
         _check(self, "infer")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"infer.url must start with http:// or https://, not {self.url!r}")
+        key = self.api_key
+        # It goes into an HTTP header: visible ASCII only (a line break would end the header,
+        # and the HTTP client's own complaint would show the key).
+        if key is not None and not (key and key.isascii() and key.isprintable()):
+            what = "empty" if not key else "not printable ASCII"
+            raise ValueError(
+                f"infer.api_key is {what}: a key is sent in an HTTP header, so it must be "
+                "printable ASCII characters (the key is not shown here)"
+            )
 
 
 @dataclass(frozen=True, slots=True)

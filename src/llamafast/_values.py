@@ -46,6 +46,30 @@ class ToolCall:
     name: str
     arguments: str
 
+    def parse_arguments(self) -> Any:
+        """`arguments` as a Python value, parsed as strictly as the assembler parses a chunk
+        (no NaN or Infinity, integers within 64 bits, no lone surrogate, nesting at most 256).
+
+        Raises ProtocolError naming the call and the position of the fault.
+        """
+        # Imported here: the assembler imports these values.
+        from ._assemble_py import _parse
+        from ._errors import ProtocolError, cut
+        from ._partial_json import locate
+
+        text = self.arguments
+        try:
+            return _parse(text, text.encode("utf-8"))
+        except (ValueError, RecursionError) as err:
+            fault = locate(text) if isinstance(text, str) else None
+            where = (
+                f"at position {fault.position}: {fault.reason}" if fault is not None else f"({err})"
+            )
+            raise ProtocolError(
+                f"tool call {self.id!r} ({self.name}) has arguments that are not valid JSON "
+                f"{where}: {cut(text)}"
+            ) from None
+
 
 # The four kinds of chat message (06-llama-request.md, "One example of each kind of message").
 
@@ -117,11 +141,25 @@ class FinishReason(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Timings:
-    """The three counts llamafast uses; the server sends more timing fields, which are ignored."""
+    """The server's counts and times (milliseconds) for one completion: `cache_n` prompt tokens
+    came from the cache, `prompt_n` were processed in `prompt_ms`, `predicted_n` generated in
+    `predicted_ms`. The server's other timing fields are derived from these and ignored."""
 
     cache_n: int = 0
     prompt_n: int = 0
     predicted_n: int = 0
+    prompt_ms: float = 0.0
+    predicted_ms: float = 0.0
+
+    @property
+    def prompt_per_second(self) -> float:
+        """Prompt tokens processed per second; 0.0 when no time was measured."""
+        return self.prompt_n / self.prompt_ms * 1000.0 if self.prompt_ms else 0.0
+
+    @property
+    def predicted_per_second(self) -> float:
+        """Tokens generated per second; 0.0 when no time was measured."""
+        return self.predicted_n / self.predicted_ms * 1000.0 if self.predicted_ms else 0.0
 
 
 @dataclass(frozen=True, slots=True)
