@@ -1,7 +1,7 @@
 """The end-to-end client benchmark: every client against one fake llama-server, side by side.
 
 Run:
-    python bench/e2e/run.py --rounds 5              # the full table (about 15 minutes)
+    python bench/e2e/run.py --rounds 5              # the full table (about 20 minutes)
     python bench/e2e/run.py --quick                 # a smoke run, well under a minute
     python bench/e2e/run.py --only paced100,seq128 --clients llamafast-async,openai-async
     python bench/e2e/run.py --rounds 5 --json /tmp/e2e.json     # the raw numbers too
@@ -120,7 +120,7 @@ def scenarios(quick: bool) -> list[Scenario]:
             "1 stream, bulk",
             wire.Mode("bulk", 0, 1, "full"),
             streams=1,
-            chunks=1000 if q else 5000,
+            chunks=1000 if q else 20_000,  # enough bytes (10 MB) for the floors to register
             rows=ASYNC_ROWS + SYNC_ROWS,
         ),
         Scenario(
@@ -128,7 +128,7 @@ def scenarios(quick: bool) -> list[Scenario]:
             f"sync, 1 stream at {200 if q else 100} chunks/s",
             wire.Mode("paced", 200 if q else 100, 1, "full"),
             streams=1,
-            chunks=100 if q else 300,
+            chunks=100 if q else 500,
             rows=list(SYNC_ROWS),
         ),
         *(
@@ -522,6 +522,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for s in chosen:
         lines += scenario_table(s, table, uvloop)
+    spreads = [x for c in table if (x := c.spread()) is not None]
+    if spreads:
+        lines += [
+            f"Noise: the median cell's spread over the rounds is {statistics.median(spreads):.0%} "
+            f"(the widest {max(spreads):.0%}); quote ratios, not single cells.",
+            "",
+        ]
     lines += targets(table, uvloop)
     print("\n".join(lines))
     if args.json:
