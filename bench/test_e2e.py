@@ -158,9 +158,11 @@ def test_the_worker_talks_to_loopback_only() -> None:
         worker.main(["--client=floor-recv_into", "--host=10.0.0.1", "--port=1", "--prefix=/"])
 
 
-def test_a_quick_run_reads_every_answer_and_kills_its_server() -> None:
-    """run.py end to end on the clients that need nothing outside the test extra."""
+def test_a_quick_run_reads_every_answer_and_kills_its_server(tmp_path: Path) -> None:
+    """run.py end to end on the clients that need nothing outside the test extra; its saved
+    numbers give the same report again."""
     clients = "llamafast-async,llamafast-sync,aiohttp-json,floor-buffered-protocol,floor-recv_into"
+    saved = tmp_path / "e2e.json"
     done = subprocess.run(
         [
             sys.executable,
@@ -168,6 +170,7 @@ def test_a_quick_run_reads_every_answer_and_kills_its_server() -> None:
             "--quick",
             "--only=bulk1,seq128",
             f"--clients={clients}",
+            f"--json={saved}",
         ],
         capture_output=True,
         timeout=300,
@@ -180,6 +183,10 @@ def test_a_quick_run_reads_every_answer_and_kills_its_server() -> None:
         float(cells[1].replace(",", ""))  # a number: the run read the whole answer
     assert "llamafast `AsyncClient`" in rows and "llamafast `Client`" in rows
     assert "### The issue's targets" in table
+    again = run.rerender(str(saved))
+    assert [line for line in again.splitlines() if line.startswith("| ")] == [
+        line for line in table.splitlines() if line.startswith("| ")
+    ]
 
 
 def test_the_server_is_gone_after_its_block() -> None:
