@@ -103,6 +103,20 @@ def test_health_control_and_unknown_paths_answer_as_recorded(port: int) -> None:
     assert get(port, "/nothing") == wire.NOT_FOUND
 
 
+@pytest.mark.parametrize("body", [b"{not json", b"[]", b'{"max_tokens": 5}'])
+def test_a_chat_body_the_server_cannot_read_is_answered(port: int, body: bytes) -> None:
+    raw = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    assert exchange(port, raw) == wire.BAD_JSON
+
+
+def test_a_request_the_server_cannot_parse_is_answered(port: int) -> None:
+    assert exchange(port, b"NONSENSE\r\n\r\n") == wire.NOT_FOUND
+    chunked = b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert exchange(port, chunked + b"2\r\n{}\r\n0\r\n\r\n") == wire.BAD_JSON
+
+
 def test_a_busy_slot_shows_in_slots_and_holds_the_next_request(port: int) -> None:
     mode = wire.Mode("paced", 1, 8, "short")  # one chunk a second: busy for the whole test
     first = socket.create_connection((HOST, port), timeout=30)

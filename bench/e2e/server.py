@@ -110,14 +110,21 @@ class Conn(asyncio.Protocol):
         end = self.buf.find(b"\r\n\r\n")
         if end < 0:
             if len(self.buf) > MAX_HEAD:
-                self.answer(wire.NOT_FOUND)
+                self.refuse(wire.NOT_FOUND)
             return
         lines = bytes(self.buf[:end]).decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
+        request_line = lines[0].split(" ", 2)
+        if len(request_line) != 3:
+            self.refuse(wire.NOT_FOUND)
+            return
+        method, target, _ = request_line
         headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
+        if "transfer-encoding" in headers:  # not written by any client measured here
+            self.refuse(wire.BAD_JSON)
+            return
         length = int(headers.get("content-length", "0"))
         if len(self.buf) < end + 4 + length:
             return
@@ -130,10 +137,21 @@ class Conn(asyncio.Protocol):
         self.mode = mode
         self.route(method, path, data)
 
+    def refuse(self, raw: bytes) -> None:
+        """Answer a request this server cannot read, and close: what follows is not trusted."""
+        self.buf.clear()
+        self.answering = True
+        self.keep = False
+        self.answer(raw)
+
     def route(self, method: str, path: str, data: bytes) -> None:
         if method == "POST" and path == "/v1/chat/completions":
-            request = json.loads(data)
-            self.events = wire.events(int(request.get("max_tokens", wire.MIN_CHUNKS)))
+            try:  # a body this server cannot read is answered, never left hanging
+                request = json.loads(data)
+                self.events = wire.events(int(request.get("max_tokens", wire.MIN_CHUNKS)))
+            except (ValueError, TypeError, AttributeError):
+                self.answer(wire.BAD_JSON)
+                return
             slot = request.get("id_slot")
             if isinstance(slot, int) and slot >= 0:
                 self.slot = slot % self.mode.slots  # llama-server wraps a slot it lacks

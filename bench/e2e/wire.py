@@ -150,6 +150,7 @@ SLOTS_HEAD = _SLOTS_HEAD
 HEALTH = b"".join(recorded("get_health"))
 CONTROL_OK = b"".join(recorded("control_reasoning_end"))
 NOT_FOUND = b"".join(recorded("get_unknown_path"))
+BAD_JSON = b"".join(recorded("error_bad_json"))
 
 
 # --- the request every hand-written client sends ----------------------------------------------
