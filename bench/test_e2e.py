@@ -167,6 +167,21 @@ def test_a_failing_client_is_reported_not_dropped() -> None:
     assert run.value_or_error(cell) == "500 (1/2 failed)"
 
 
+def test_a_baseline_interpreter_runs_the_llamafast_rows_again_beside_them() -> None:
+    s = run.scenarios(quick=True)[0]
+    table = run.cells([s], None, uvloop=False, baseline="/old/python")
+    order = [(c.client, c.baseline) for c in table]
+    at = order.index(("llamafast-async", False))
+    assert order[at + 1] == ("llamafast-async", True)  # side by side in every round
+    assert {c.client for c in table if c.baseline} == {"llamafast-async", "aiohttp-aiter_chat"}
+    assert all(c.python == "/old/python" for c in table if c.baseline)
+    for c in table:
+        c.runs.append({"cpu": 0.1 if c.baseline else 0.05, "wall": 1.0, "chunks": 5000})
+    lines = run.scenario_table(s, table, uvloop=False)
+    assert any(line.startswith("| llamafast `AsyncClient` (baseline) | 20.0 |") for line in lines)
+    assert any(line.startswith("| llamafast `AsyncClient` | 10.0 |") for line in lines)
+
+
 def test_the_worker_talks_to_loopback_only() -> None:
     with pytest.raises(SystemExit):
         worker.main(["--client=floor-recv_into", "--host=10.0.0.1", "--port=1", "--prefix=/"])

@@ -6,6 +6,8 @@ Run:
     python bench/e2e/run.py --only paced100,seq128 --clients llamafast-async,openai-async
     python bench/e2e/run.py --rounds 5 --json /tmp/e2e.json     # the raw numbers too
     python bench/e2e/run.py --from-json /tmp/e2e.json           # its report again, no run
+    python bench/e2e/run.py --baseline-python /path/to/old-venv/bin/python
+        # the llamafast rows once more on another install, beside the current ones, every round
 
 The fake server (server.py) runs in its own process on 127.0.0.1. Each measurement is a fresh
 worker process (worker.py) running one client for one scenario; rounds are interleaved (every
@@ -75,6 +77,7 @@ LABELS = {
     "floor-protocol": "floor: plain `asyncio.Protocol`, counts bytes",
     SYNC_FLOOR: "floor: blocking `recv_into` loop",
 }
+LLAMAFAST = ("llamafast-async", "llamafast-sync", "aiohttp-aiter_chat")
 PEERS = ("openai", "httpx", "httpx-sse", "aiohttp", "uvloop", "pydantic")
 
 
@@ -200,6 +203,8 @@ class Cell:
     client: str
     loop: str  # "asyncio", "uvloop", or "sync"
     runs: list[dict[str, Any]] = field(default_factory=list)
+    python: str = sys.executable  # the interpreter (and so the llamafast) the worker runs on
+    baseline: bool = False  # a llamafast row run again on --baseline-python
 
     @property
     def ok(self) -> list[dict[str, Any]]:
@@ -229,7 +234,7 @@ class Cell:
 def run_cell(cell: Cell, port: int, timeout: float) -> dict[str, Any]:
     s = cell.scenario
     cmd = [
-        sys.executable,
+        cell.python,
         str(HERE / "worker.py"),
         f"--client={cell.client}",
         f"--loop={'asyncio' if cell.loop == 'sync' else cell.loop}",
@@ -257,20 +262,26 @@ def run_cell(cell: Cell, port: int, timeout: float) -> dict[str, Any]:
     return result
 
 
-def cells(chosen: list[Scenario], clients: set[str] | None, uvloop: bool) -> list[Cell]:
+def cells(
+    chosen: list[Scenario], clients: set[str] | None, uvloop: bool, baseline: str | None = None
+) -> list[Cell]:
+    """Every cell to run, in the order of a round; with `baseline` (another interpreter), each
+    llamafast row again on it, right after its own, so before and after run side by side."""
     out = []
     for s in chosen:
         for name in s.rows:
             if clients is not None and name not in clients:
                 continue
             if name in SYNC:
-                out.append(Cell(s, name, "sync"))
+                loops = ["sync"]
+            elif s.key == "sync-paced":
                 continue
-            if s.key == "sync-paced":
-                continue
-            out.append(Cell(s, name, "asyncio"))
-            if uvloop:
-                out.append(Cell(s, name, "uvloop"))
+            else:
+                loops = ["asyncio", "uvloop"] if uvloop else ["asyncio"]
+            for loop in loops:
+                out.append(Cell(s, name, loop))
+                if baseline and name in LLAMAFAST:
+                    out.append(Cell(s, name, loop, python=baseline, baseline=True))
     return out
 
 
@@ -289,9 +300,11 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def find(table: list[Cell], scenario: str, client: str, loop: str) -> Cell | None:
+def find(
+    table: list[Cell], scenario: str, client: str, loop: str, baseline: bool = False
+) -> Cell | None:
     for c in table:
-        if c.scenario.key == scenario and c.client == client and c.loop == loop:
+        if (c.scenario.key, c.client, c.loop, c.baseline) == (scenario, client, loop, baseline):
             return c
     return None
 
@@ -332,14 +345,14 @@ def scenario_table(s: Scenario, table: list[Cell], uvloop: bool) -> list[str]:
         head += f" uvloop: µs per {unit} | spread | x floor |"
         rule += "---:|---:|---:|"
     out += [head, rule]
-    for name in s.rows:
-        row_cells = [c for c in shown if c.client == name]
-        if not row_cells:
+    rows = [(name, base) for name in s.rows for base in (False, True)]
+    for name, base in rows:
+        if not any(c.client == name and c.baseline == base for c in shown):
             continue
         sync = name in SYNC
-        line = f"| {LABELS[name]} |"
+        line = f"| {LABELS[name]}{' (baseline)' if base else ''} |"
         for loop in ["sync"] if sync else loops:
-            c = find(shown, s.key, name, loop)
+            c = find(shown, s.key, name, loop, base)
             floor = find(shown, s.key, SYNC_FLOOR if sync else ASYNC_FLOOR, loop)
             peer = find(shown, s.key, SYNC_OPENAI if sync else ASYNC_OPENAI, loop)
             v = c.value() if c else None
@@ -471,36 +484,50 @@ def targets(table: list[Cell], uvloop: bool) -> list[str]:
     ]
 
 
-def environment(uvloop: bool, server_loop: str) -> list[str]:
-    import llamafast
+def llamafast_of(python: str) -> str:
+    """Which llamafast `python` imports: its implementation, directory and git commit."""
+    code = (
+        "import llamafast, pathlib; "
+        "print(llamafast.IMPLEMENTATION, pathlib.Path(llamafast.__file__).parent)"
+    )
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, check=True, timeout=60)
+        impl, where = done.stdout.decode().split(maxsplit=1)
+        where = where.strip()
+        commit = (
+            subprocess.run(
+                ["git", "-C", where, "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                check=False,
+            )
+            .stdout.decode()
+            .strip()
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as err:
+        return f"? ({python}: {err!r:.100})"
+    return f"{impl} from {where} (commit {commit or '?'})"
 
+
+def environment(uvloop: bool, server_loop: str, baseline: str | None = None) -> list[str]:
     versions = []
     for name in PEERS:
         try:
             versions.append(f"{name} {importlib.metadata.version(name)}")
         except importlib.metadata.PackageNotFoundError:
             versions.append(f"{name} (not installed)")
-    try:
-        commit = (
-            subprocess.run(
-                ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                check=True,
-            )
-            .stdout.decode()
-            .strip()
-        )
-    except (OSError, subprocess.CalledProcessError):
-        commit = "?"
-    return [
-        f"- {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, Python "
+    lines = [
+        f"- {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python "
         f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, load "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}",
-        f"- llamafast {llamafast.IMPLEMENTATION} ({Path(llamafast.__file__).parent}); "
-        + ", ".join(versions),
-        f"- the fake server on {server_loop}; async clients on asyncio"
-        + (" and uvloop" if uvloop else ""),
+        f"- llamafast {llamafast_of(sys.executable)}; " + ", ".join(versions),
     ]
+    if baseline:
+        lines.append(f"- the (baseline) rows: {baseline}, llamafast {llamafast_of(baseline)}")
+    lines.append(
+        f"- the fake server on {server_loop}; async clients on asyncio"
+        + (" and uvloop" if uvloop else "")
+    )
+    return lines
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -515,6 +542,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-uvloop", action="store_true", help="skip the uvloop column")
     ap.add_argument("--keep-alive", action="store_true", help="the server keeps connections")
     ap.add_argument("--max-minutes", type=float, default=40.0, help="start no run after this")
+    ap.add_argument(
+        "--baseline-python",
+        help="another interpreter whose llamafast runs the llamafast rows again, side by side "
+        "(e.g. a venv with the previous version installed)",
+    )
     ap.add_argument("--json", help="also write every run's numbers to this file")
     ap.add_argument("--from-json", help="print the report of a saved --json file; run nothing")
     args = ap.parse_args(argv)
@@ -539,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     has_uvloop = importlib.util.find_spec("uvloop") is not None
     uvloop = has_uvloop and not args.quick and not args.no_uvloop
     server_loop = "uvloop" if has_uvloop else "asyncio"
-    table = cells(chosen, clients, uvloop)
+    table = cells(chosen, clients, uvloop, args.baseline_python)
     deadline = time.monotonic() + args.max_minutes * 60
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is killed too
     started = time.monotonic()
@@ -555,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-    env = environment(uvloop, server_loop)
+    env = environment(uvloop, server_loop, args.baseline_python)
     print(report(chosen, table, rounds, uvloop, env))
     if args.json:
         raw = {
@@ -564,7 +596,13 @@ def main(argv: list[str] | None = None) -> int:
             "uvloop": uvloop,
             "environment": env,
             "cells": [
-                {"scenario": c.scenario.key, "client": c.client, "loop": c.loop, "runs": c.runs}
+                {
+                    "scenario": c.scenario.key,
+                    "client": c.client,
+                    "loop": c.loop,
+                    "baseline": c.baseline,
+                    "runs": c.runs,
+                }
                 for c in table
             ],
         }
@@ -597,7 +635,10 @@ def rerender(path: str) -> str:
     if isinstance(raw, list):
         raw = {"quick": False, "rounds": 5, "uvloop": True, "environment": [], "cells": raw}
     by_key = {s.key: s for s in scenarios(raw["quick"])}
-    table = [Cell(by_key[c["scenario"]], c["client"], c["loop"], c["runs"]) for c in raw["cells"]]
+    table = [
+        Cell(by_key[c["scenario"]], c["client"], c["loop"], c["runs"], "", c.get("baseline", False))
+        for c in raw["cells"]
+    ]
     chosen = [s for s in by_key.values() if any(c.scenario is s for c in table)]
     rounds = max(len(c.runs) for c in table)
     env = [*raw["environment"], f"- re-rendered from {path}"]
