@@ -1,0 +1,449 @@
+"""One client, one fresh process, one measurement: what run.py starts for every cell and round.
+
+Run (run.py does; the result is one JSON line on stdout):
+    python bench/e2e/worker.py --client llamafast-async --port P --prefix /x/paced/50/100/short \
+        --streams 100 --chunks 150
+
+`--streams` lanes run at once (tasks for the async clients; the sync ones take one lane), each
+making `--requests` requests in turn, each answer `--chunks` chunks; lane i asks for slot i.
+Before measuring, one untimed warm-up request on the bulk prefix (same slots) runs every import
+and code path. Then CPU is `resource.getrusage(RUSAGE_SELF)` user + system around the work
+alone, so imports, the interpreter's start and the clients' closing are not counted. Every
+client proves it read the whole answer (chunk count, completion, or exact byte count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from e2e import wire
+
+TIMEOUT = 120.0  # seconds any one read may take before a client gives up
+READ = 1 << 18  # the floors' read buffer
+
+# A client factory takes (host, port, prefix, chunks) and returns (one, close): `one(slot)` makes
+# one request and returns the data chunks it read; `close()` releases the client.
+One = Callable[[int], Any]
+Factory = Callable[[str, int, str, int], Any]
+ASYNC: dict[str, Factory] = {}
+SYNC: dict[str, Factory] = {}
+
+
+def client(table: dict[str, Factory], name: str) -> Callable[[Factory], Factory]:
+    def register(fn: Factory) -> Factory:
+        table[name] = fn
+        return fn
+
+    return register
+
+
+def check_completion(completion: Any, chunks: int) -> int:
+    """The chunks of a finished llamafast answer (gen_stream's ends with its tool call)."""
+    if completion.finish_reason.value != "tool_calls" or len(completion.tool_calls) != 1:
+        raise AssertionError(f"an incomplete answer: {completion!r:.200}")
+    return chunks
+
+
+# --- llamafast ---------------------------------------------------------------------------------
+
+
+@client(ASYNC, "llamafast-async")
+def _llamafast_async(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import llamafast
+
+    c = llamafast.AsyncClient(wire.config(f"http://{host}:{port}{prefix}", chunks))
+
+    async def one(slot: int) -> int:
+        async with c.stream(llamafast.ChatRequest(slot, [llamafast.User("hi")])) as stream:
+            async for _ in stream:
+                pass
+        return check_completion(stream.completion, chunks)
+
+    async def close() -> None:
+        aclose = getattr(c, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    return one, close
+
+
+@client(SYNC, "llamafast-sync")
+def _llamafast_sync(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import llamafast
+
+    c = llamafast.Client(wire.config(f"http://{host}:{port}{prefix}", chunks))
+
+    def one(slot: int) -> int:
+        with c.stream(llamafast.ChatRequest(slot, [llamafast.User("hi")])) as stream:
+            for _ in stream:
+                pass
+        return check_completion(stream.completion, chunks)
+
+    return one, lambda: None
+
+
+def _aiohttp(host: str, port: int, prefix: str) -> tuple[str, Any, dict[str, str]]:
+    """The chat URL, an aiohttp session with no connection cap, and the POST's headers."""
+    import aiohttp
+
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=TIMEOUT)
+    )
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    return f"http://{host}:{port}{prefix}/v1/chat/completions", session, headers
+
+
+@client(ASYNC, "aiohttp-aiter_chat")
+def _aiohttp_aiter_chat(host: str, port: int, prefix: str, chunks: int) -> Any:
+    """aiohttp for the HTTP, llamafast.aiter_chat for the events (no llamafast client)."""
+    import llamafast
+
+    url, session, headers = _aiohttp(host, port, prefix)
+
+    async def one(slot: int) -> int:
+        async with session.post(url, data=wire.chat_body(slot, chunks), headers=headers) as r:
+            chat = llamafast.aiter_chat(r.content.iter_any())
+            async for _ in chat:
+                pass
+        return check_completion(chat.completion, chunks)
+
+    return one, session.close
+
+
+# --- the peers ---------------------------------------------------------------------------------
+
+
+def _openai_args(slot: int, chunks: int) -> dict[str, Any]:
+    """The openai SDK's arguments for the body llamafast sends (llama-server's own fields in
+    extra_body)."""
+    body = json.loads(wire.chat_body(slot, chunks))
+    sdk = {k: body.pop(k) for k in ("model", "messages", "max_tokens", "temperature", "top_p")}
+    del body["stream"]
+    return {**sdk, "stream": True, "extra_body": body}
+
+
+@client(ASYNC, "openai-async")
+def _openai_async(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import openai
+
+    c = openai.AsyncOpenAI(
+        base_url=f"http://{host}:{port}{prefix}/v1", api_key="bench", max_retries=0
+    )
+
+    async def one(slot: int) -> int:
+        n = 0
+        stream = await c.chat.completions.create(**_openai_args(slot, chunks))
+        async for chunk in stream:
+            chunk.choices[0].delta  # noqa: B018  (what a caller reads)
+            n += 1
+        return n
+
+    return one, c.close
+
+
+@client(SYNC, "openai-sync")
+def _openai_sync(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import openai
+
+    c = openai.OpenAI(base_url=f"http://{host}:{port}{prefix}/v1", api_key="bench", max_retries=0)
+
+    def one(slot: int) -> int:
+        n = 0
+        for chunk in c.chat.completions.create(**_openai_args(slot, chunks)):
+            chunk.choices[0].delta  # noqa: B018
+            n += 1
+        return n
+
+    return one, c.close
+
+
+def _data(payload: str) -> int:
+    """What the hand-written clients do with a data payload: json.loads and take the delta."""
+    json.loads(payload)["choices"][0]["delta"]
+    return 1
+
+
+@client(ASYNC, "httpx-sse-async")
+def _httpx_async(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import httpx
+    from httpx_sse import aconnect_sse
+
+    url = f"http://{host}:{port}{prefix}/v1/chat/completions"
+    c = httpx.AsyncClient(timeout=TIMEOUT, limits=httpx.Limits(max_connections=None))
+    headers = {"Content-Type": "application/json"}
+
+    async def one(slot: int) -> int:
+        n = 0
+        body = wire.chat_body(slot, chunks)
+        async with aconnect_sse(c, "POST", url, content=body, headers=headers) as source:
+            async for event in source.aiter_sse():
+                if event.data == "[DONE]":
+                    break
+                n += _data(event.data)
+        return n
+
+    return one, c.aclose
+
+
+@client(SYNC, "httpx-sse-sync")
+def _httpx_sync(host: str, port: int, prefix: str, chunks: int) -> Any:
+    import httpx
+    from httpx_sse import connect_sse
+
+    url = f"http://{host}:{port}{prefix}/v1/chat/completions"
+    c = httpx.Client(timeout=TIMEOUT)
+    headers = {"Content-Type": "application/json"}
+
+    def one(slot: int) -> int:
+        n = 0
+        body = wire.chat_body(slot, chunks)
+        with connect_sse(c, "POST", url, content=body, headers=headers) as source:
+            for event in source.iter_sse():
+                if event.data == "[DONE]":
+                    break
+                n += _data(event.data)
+        return n
+
+    return one, c.close
+
+
+@client(ASYNC, "aiohttp-json")
+def _aiohttp_json(host: str, port: int, prefix: str, chunks: int) -> Any:
+    """The hand-written minimal client: aiohttp, split on \\n, json.loads each data line."""
+    url, session, headers = _aiohttp(host, port, prefix)
+
+    async def one(slot: int) -> int:
+        n = 0
+        rest = b""
+        async with session.post(url, data=wire.chat_body(slot, chunks), headers=headers) as r:
+            async for piece in r.content.iter_any():
+                *lines, rest = (rest + piece).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data: "):
+                        if line == b"data: [DONE]":
+                            return n
+                        n += _data(line[6:])  # type: ignore[arg-type]
+        return n
+
+    return one, session.close
+
+
+# --- the floors: the same request, the answer's bytes only counted -----------------------------
+
+
+class _Counter:
+    """Counts a response's bytes until its last chunk (the end of a streamed body)."""
+
+    def __init__(self, done: asyncio.Future[int]) -> None:
+        self.done = done
+        self.n = 0
+        self.tail = b""
+
+    def count(self, data: bytes | bytearray | memoryview) -> None:
+        self.n += len(data)
+        tail = bytes(data[-7:]) if len(data) >= 7 else (self.tail + bytes(data))[-7:]
+        self.tail = tail
+        if tail == wire.END and not self.done.done():
+            self.done.set_result(self.n)
+
+    def lost(self) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"closed after {self.n} bytes"))
+
+
+class _BufferedFloor(asyncio.BufferedProtocol):
+    def __init__(self, request: bytes, done: asyncio.Future[int]) -> None:
+        self.request = request
+        self.counter = _Counter(done)
+        self.buf = bytearray(READ)
+        self.view = memoryview(self.buf)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.counter.count(self.view[:nbytes])
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.counter.lost()
+
+
+class _PlainFloor(asyncio.Protocol):
+    def __init__(self, request: bytes, done: asyncio.Future[int]) -> None:
+        self.request = request
+        self.counter = _Counter(done)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        self.counter.count(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.counter.lost()
+
+
+def _async_floor(protocol: type[asyncio.BaseProtocol]) -> Factory:
+    def make(host: str, port: int, prefix: str, chunks: int) -> Any:
+        size = wire.response_size(chunks)
+
+        async def one(slot: int) -> int:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[int] = loop.create_future()
+            request = wire.chat_request(host, port, prefix, slot, chunks)
+            transport, _ = await loop.create_connection(
+                lambda: protocol(request, done),  # type: ignore[call-arg]
+                host,
+                port,
+            )
+            try:
+                n = await asyncio.wait_for(done, TIMEOUT)
+            finally:
+                transport.close()
+            if n != size:
+                raise AssertionError(f"read {n} bytes, not the {size} of the answer")
+            return chunks
+
+        async def close() -> None:
+            pass
+
+        return one, close
+
+    return make
+
+
+ASYNC["floor-buffered-protocol"] = _async_floor(_BufferedFloor)
+ASYNC["floor-protocol"] = _async_floor(_PlainFloor)
+
+
+@client(SYNC, "floor-recv_into")
+def _recv_into_floor(host: str, port: int, prefix: str, chunks: int) -> Any:
+    size = wire.response_size(chunks)
+    buf = bytearray(READ)
+    view = memoryview(buf)
+
+    def one(slot: int) -> int:
+        n = 0
+        tail = b""
+        with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
+            sock.sendall(wire.chat_request(host, port, prefix, slot, chunks))
+            while tail != wire.END:
+                got = sock.recv_into(view)
+                if not got:
+                    raise AssertionError(f"closed after {n} bytes")
+                n += got
+                tail = bytes(view[got - 7 : got]) if got >= 7 else (tail + bytes(view[:got]))[-7:]
+        if n != size:
+            raise AssertionError(f"read {n} bytes, not the {size} of the answer")
+        return chunks
+
+    return one, lambda: None
+
+
+CLIENTS = {**ASYNC, **SYNC}
+
+
+# --- the measurement ---------------------------------------------------------------------------
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _run_async(args: argparse.Namespace) -> dict[str, Any]:
+    make = ASYNC[args.client]
+
+    async def lanes(one: Callable[[int], Awaitable[int]]) -> int:
+        async def lane(slot: int) -> int:
+            return sum([await one(slot) for _ in range(args.requests)])
+
+        return sum(await asyncio.gather(*(lane(i) for i in range(args.streams))))
+
+    if args.warm_prefix != args.prefix:
+        one, close = make(args.host, args.port, args.warm_prefix, args.chunks)
+        await one(0)
+        await close()
+        one, close = make(args.host, args.port, args.prefix, args.chunks)
+    else:
+        one, close = make(args.host, args.port, args.prefix, args.chunks)
+        await one(0)
+    c0, t0 = cpu(), time.perf_counter()
+    chunks = await lanes(one)
+    c1, t1 = cpu(), time.perf_counter()
+    await close()
+    return {"cpu": c1 - c0, "wall": t1 - t0, "chunks": chunks}
+
+
+def _run_sync(args: argparse.Namespace) -> dict[str, Any]:
+    if args.streams != 1:
+        raise ValueError(f"a sync client runs one stream at a time, not {args.streams}")
+    make = SYNC[args.client]
+    if args.warm_prefix != args.prefix:
+        one, close = make(args.host, args.port, args.warm_prefix, args.chunks)
+        one(0)
+        close()
+        one, close = make(args.host, args.port, args.prefix, args.chunks)
+    else:
+        one, close = make(args.host, args.port, args.prefix, args.chunks)
+        one(0)
+    c0, t0 = cpu(), time.perf_counter()
+    chunks = sum(one(0) for _ in range(args.requests))
+    c1, t1 = cpu(), time.perf_counter()
+    close()
+    return {"cpu": c1 - c0, "wall": t1 - t0, "chunks": chunks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--client", choices=sorted(CLIENTS), required=True)
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--prefix", required=True, help="the mode prefix of the measured requests")
+    ap.add_argument("--warm-prefix", help="the warm-up request's prefix (default: --prefix)")
+    ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--requests", type=int, default=1, help="requests per stream, in turn")
+    ap.add_argument("--chunks", type=int, default=wire.MIN_CHUNKS)
+    args = ap.parse_args(argv)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        ap.error(f"the benchmark talks to loopback only, not {args.host!r}")
+    args.warm_prefix = args.warm_prefix or args.prefix
+    expected = args.streams * args.requests * args.chunks
+    try:
+        if args.client in SYNC:
+            result = _run_sync(args)
+        else:
+            factory = None
+            if args.loop == "uvloop":
+                import uvloop
+
+                factory = uvloop.new_event_loop
+            with asyncio.Runner(loop_factory=factory) as runner:
+                result = runner.run(_run_async(args))
+        if result["chunks"] != expected:
+            raise AssertionError(f"read {result['chunks']} chunks, not {expected}")
+    except Exception as err:
+        result = {"error": f"{type(err).__name__}: {err}"[:300]}
+    result.update(requests=args.streams * args.requests, expected=expected)
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
