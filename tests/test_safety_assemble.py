@@ -10,6 +10,7 @@ Completion are those of the same pushes on an undisturbed Assembler.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import sys
 import threading
@@ -489,3 +490,18 @@ def test_256_deep_chunks_in_a_row_keep_their_state(impl: types.SimpleNamespace) 
     completion: Completion = asm.finish()
     assert completion.content == "012345"
     assert completion.tool_calls[0].arguments == "012345"
+
+
+@pytest.mark.parametrize("depth", [255, 256, 257])
+def test_the_fused_chat_stream_has_the_same_depth_limit(
+    impl: types.SimpleNamespace, depth: int
+) -> None:
+    """The Cython ChatStream parses payloads where the reader left them: the limit is the same."""
+    body = f"data: {nested(depth, 'full arrays')}\n\ndata: [DONE]\n\n".encode()
+    stream = impl.ChatStream(io.BytesIO(body))
+    if depth > 256:
+        with pytest.raises(ProtocolError, match=r"^the chunk is not valid JSON \(nested deeper"):
+            list(stream)
+    else:
+        assert list(stream) == [Content("deep")]
+        assert stream.completion.content == "deep"
