@@ -505,3 +505,36 @@ def test_the_fused_chat_stream_has_the_same_depth_limit(
     else:
         assert list(stream) == [Content("deep")]
         assert stream.completion.content == "deep"
+
+
+class OddStr(str):
+    def __repr__(self) -> str:
+        return "OddStr!"
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:  # type: ignore[override]
+        return b"{}"
+
+
+class OddBytes(bytes):
+    def __repr__(self) -> str:
+        return "OddBytes!"
+
+    def decode(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+        return "{}"
+
+
+@pytest.mark.parametrize(
+    "payload", [OddStr("not json"), OddBytes(b"not json")], ids=["str", "bytes"]
+)
+def test_a_str_or_bytes_subclass_is_taken_as_what_it_holds(
+    impl: types.SimpleNamespace, payload: Any
+) -> None:
+    """Its own methods never change what is parsed or what a message shows."""
+    plain = str(payload) if isinstance(payload, str) else bytes(payload)
+    with pytest.raises(ProtocolError) as err:
+        impl.Assembler().push(payload)
+    assert str(err.value).endswith(f": {plain!r}")
+    body = '{"error":{"code":503,"message":"busy"}}'
+    with pytest.raises(Exception) as http:
+        impl.Assembler().push(OddStr(body))
+    assert type(http.value.body) is str and http.value.body == body

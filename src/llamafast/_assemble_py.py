@@ -265,6 +265,13 @@ class Assembler:
             self._busy.release()
 
     def _push(self, data: str | bytes) -> list[ChatEvent]:
+        if type(data) is not str and type(data) is not bytes:
+            # A subclass is taken as the plain str or bytes it converts to (as the Cython twin
+            # does): its own __repr__ or methods never shape a message or HttpError's body.
+            if isinstance(data, str):
+                data = str(data)
+            elif isinstance(data, bytes):
+                data = bytes(data)
         if isinstance(data, str):
             text = data
             try:
