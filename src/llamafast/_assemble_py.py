@@ -30,8 +30,8 @@ from ._values import (
 __all__ = ["MAX_DEPTH", "Assembler"]
 
 MAX_DEPTH: Final = 256
-"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1);
-both twins reject deeper payloads (simdjson's parser is built with this limit)."""
+"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1,
+an empty [] or {} counts as a level): both twins accept exactly this deep and reject deeper."""
 
 _INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (COMMON.md, Assembler)
 _JSON_INT_MIN: Final = -(1 << 63)  # the integers simdjson can hold: int64 or uint64
