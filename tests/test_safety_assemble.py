@@ -538,3 +538,15 @@ def test_a_str_or_bytes_subclass_is_taken_as_what_it_holds(
     with pytest.raises(Exception) as http:
         impl.Assembler().push(OddStr(body))
     assert type(http.value.body) is str and http.value.body == body
+
+
+@pytest.mark.parametrize("capped", [False, True, 0, 1, None, "yes"])
+def test_finish_hands_thinking_capped_over_as_given_in_both_twins(
+    py_impl: types.SimpleNamespace, c_impl: types.SimpleNamespace, capped: Any
+) -> None:
+    got = []
+    for impl in (py_impl, c_impl):
+        asm = impl.Assembler()
+        asm.push(STOP)
+        got.append(asm.finish(capped).thinking_capped)
+    assert got[0] is capped and got[1] is capped

@@ -415,7 +415,7 @@ cdef int _push(
     return _fold(self, root, data, n, src, out)
 
 
-cdef object _finish(Assembler self, bint thinking_capped):
+cdef object _finish(Assembler self, object thinking_capped):
     if self._finish_reason is None:
         raise StreamClosedEarlyError()
     if self._id is None:
