@@ -24,12 +24,15 @@ cdef class Assembler:
     cdef long long _reasoning_tokens
     cdef bint _in_reasoning
     cdef object _finish_reason  # FinishReason | None
-    cdef dict _partials         # partial_arguments' parsers per call (None until first asked)
+    cdef dict _partials         # partial_arguments' parsers, per call
+    cdef bint _busy             # a push or finish is running: a second one is refused
 
     # One payload as UTF-8 bytes (need not be NUL-terminated): appends its events to `out`, or
-    # raises the error push() raises for it (then `out` may hold some of its events: drop them). `src` is the payload object when the caller has one (str or bytes, used only
-    # for error messages and HttpError's body), else None (then they show the payload as str,
-    # as the pure ChatStream, which pushes the SSE item, does). `padded`: at least
+    # raises the error push() raises for it (then `out` may hold some of its events: drop them).
+    # It raises RuntimeError, and changes nothing, while another push or finish of this
+    # Assembler is running. `src` is the payload object when the caller has one (str or bytes,
+    # used only for error messages and HttpError's body), else None (then they show the payload
+    # as str, as the pure ChatStream, which pushes the SSE item, does). `padded`: at least
     # _assemble_c.PADDING (simdjson's SIMDJSON_PADDING) readable bytes follow data + n, so
     # simdjson parses in place; else the payload is copied into a padded buffer first.
     cdef int push_into(

@@ -119,6 +119,7 @@ cdef extern from *:
     uint64_t lf_u64(const Element& e)
     double lf_f64(const Element& e)
     const size_t SIMDJSON_PADDING "simdjson::SIMDJSON_PADDING"
+    const int DEPTH_ERROR "simdjson::DEPTH_ERROR"
 
 # simdjson::dom::element_type values
 cdef enum:
@@ -132,8 +133,12 @@ cdef enum:
     T_NULL = 0x6e       # 'n'
 
 # The nesting limit both twins enforce (objects and arrays, the payload's own object counting as
-# 1): deeper is a ProtocolError. simdjson's depth limit is exact; the pure twin checks the same
-# number, well below where json.loads would hit Python's recursion limit.
+# 1): deeper is a ProtocolError; the pure twin checks this number exactly. A parser allocated for
+# depth N rejects N non-empty levels (its level 0 is the document) and does not count an empty
+# [] or {} as a level, so it cannot say "at most MAX_DEPTH" alone. The hot parser is allocated
+# for MAX_DEPTH: all it accepts is at most MAX_DEPTH deep. What it rejects for depth is asked of
+# the pure twin's strict parser, and what that accepts (exactly MAX_DEPTH deep) is parsed again
+# by a parser allocated for MAX_DEPTH + 1, on that cold path only.
 cdef enum:
     MAX_DEPTH = 256
 
@@ -294,15 +299,23 @@ cdef dict _FINISH = {
 cdef class Assembler:
     """Folds streamed chunks into a Completion (07-llama-assemble.md; API.md, The assembler)."""
 
+    # Every field is set here (the TextBufs and counts are zeroed by the allocation), so an
+    # Assembler made by `Assembler.__new__(Assembler)`, or by a subclass whose __init__ skips
+    # super().__init__(), is a working, empty one, as in the pure twin.
     def __cinit__(self):
-        self._parser = lf_new_parser(MAX_DEPTH)
-        if self._parser == NULL:
-            raise MemoryError()
         self._pad = NULL
         self._pad_cap = 0
         self._id = None
         self._calls = []
         self._finish_reason = None
+        self._busy = False
+        self._partials = {}
+        self._parser = lf_new_parser(MAX_DEPTH)
+        if self._parser == NULL:
+            raise MemoryError()
+
+    def __init__(self):
+        pass
 
     def __dealloc__(self):
         if self._parser != NULL:
@@ -330,16 +343,22 @@ cdef class Assembler:
     def partial_arguments(self, index):
         """The arguments of tool call `index` parsed so far (as the pure twin's, which it
         shares: the parse reads each new piece once, and is no hot path worth a C twin)."""
-        if self._partials is None:
-            self._partials = {}
-        return partial_arguments(
-            self._partials, self._calls, index, self._finish_reason is not None
-        )
+        if self._busy:  # one caller at a time, as in push_into: it reads what push folds
+            raise _assemble_py.busy_error(self, "partial_arguments")
+        self._busy = True
+        try:
+            return partial_arguments(
+                self._partials, self._calls, index, self._finish_reason is not None
+            )
+        finally:
+            self._busy = False
 
     def push(self, data):
         """One `data:` payload (str or UTF-8 bytes): the events it stands for, in order."""
         cdef Py_ssize_t n
         cdef const char* p
+        if self._busy:  # refused before the payload is looked at, as in the pure twin
+            raise _assemble_py.busy_error(self, "push")
         if type(data) is bytes:
             events = []
             self.push_into(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), data, False, events)
@@ -361,57 +380,84 @@ cdef class Assembler:
     cdef int push_into(
         self, const char* data, Py_ssize_t n, object src, bint padded, list out
     ) except -1:
-        cdef Element root
-        cdef int err
-        cdef size_t need = <size_t>n + SIMDJSON_PADDING
-        cdef const char* buf = data
-        if not padded:  # simdjson reads up to SIMDJSON_PADDING bytes past the end: copy
-            if need > self._pad_cap:
-                free(self._pad)
-                self._pad_cap = 0
-                self._pad = <char*>malloc(need if need > 4096 else 4096)
-                if self._pad == NULL:
-                    raise MemoryError()
-                self._pad_cap = need if need > 4096 else 4096
-                memset(self._pad, 0, self._pad_cap)
-            memcpy(self._pad, data, n)
-            buf = self._pad
-        if n >= 3 and memcmp(data, b"\xef\xbb\xbf", 3) == 0:
-            # simdjson skips a leading byte order mark; the pure twin's json rejects it
-            raise _parse_fault(data, n, src, -1)
-        err = lf_parse(self._parser, buf, <size_t>n, &root)
-        if err != 0:
-            raise _parse_fault(data, n, src, err)
-        return _fold(self, root, data, n, src, out)
+        # One caller at a time: a push that starts while another runs (another thread while
+        # this one waits for the GIL, a finalizer or any code that runs when an object is made)
+        # would reuse the parser whose document the first one is reading, and the text buffers
+        # it writes past their committed length. It is refused, and the first goes on. The
+        # flag is read and set with the GIL held and no Python code in between.
+        if self._busy:
+            raise _assemble_py.busy_error(self, "push")
+        self._busy = True
+        try:
+            return _push(self, data, n, src, padded, out)
+        finally:
+            self._busy = False
 
     def finish(self, thinking_capped=False):
         """The Completion (07 rule 5): StreamClosedEarlyError without a finish_reason,
         ProtocolError without an id or with a tool call that never got an id or a name."""
-        if self._finish_reason is None:
-            raise StreamClosedEarlyError()
-        if self._id is None:
-            raise ProtocolError("the stream finished but no chunk carried an id")
-        calls = []
-        for i, (id_, name, args) in enumerate(self._calls):
-            if id_ is None:
-                raise ProtocolError(f"tool call {i} never got an id")
-            if name is None:
-                raise ProtocolError(f"tool call {i} never got a name")
-            calls.append(ToolCall(id_, name, "".join(args)))
-        return Completion(
-            self._id,
-            _decode(&self._content),
-            _decode(&self._reasoning),
-            tuple(calls),
-            self._finish_reason,
-            Timings(
-                self._cache_n, self._prompt_n, self._predicted_n, self._prompt_ms,
-                self._predicted_ms,
-            ),
-            self._reasoning_tokens,
-            thinking_capped,
-        )
+        if self._busy:  # one caller at a time, as in push_into
+            raise _assemble_py.busy_error(self, "finish")
+        self._busy = True
+        try:
+            return _finish(self, thinking_capped)
+        finally:
+            self._busy = False
 
+
+cdef int _push(
+    Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
+) except -1:
+    cdef Element root
+    cdef int err
+    cdef size_t need = <size_t>n + SIMDJSON_PADDING
+    cdef const char* buf = data
+    if not padded:  # simdjson reads up to SIMDJSON_PADDING bytes past the end: copy
+        if need > self._pad_cap:
+            free(self._pad)
+            self._pad_cap = 0
+            self._pad = <char*>malloc(need if need > 4096 else 4096)
+            if self._pad == NULL:
+                raise MemoryError()
+            self._pad_cap = need if need > 4096 else 4096
+            memset(self._pad, 0, self._pad_cap)
+        memcpy(self._pad, data, n)
+        buf = self._pad
+    if n >= 3 and memcmp(data, b"\xef\xbb\xbf", 3) == 0:
+        # simdjson skips a leading byte order mark; the pure twin's json rejects it
+        raise _parse_fault(data, n, src, -1)
+    err = lf_parse(self._parser, buf, <size_t>n, &root)
+    if err == DEPTH_ERROR:
+        return _push_deep(self, buf, data, n, src, out)
+    if err != 0:
+        raise _parse_fault(data, n, src, err)
+    return _fold(self, root, data, n, src, out)
+
+
+cdef object _finish(Assembler self, object thinking_capped):
+    if self._finish_reason is None:
+        raise StreamClosedEarlyError()
+    if self._id is None:
+        raise ProtocolError("the stream finished but no chunk carried an id")
+    calls = []
+    for i, (id_, name, args) in enumerate(self._calls):
+        if id_ is None:
+            raise ProtocolError(f"tool call {i} never got an id")
+        if name is None:
+            raise ProtocolError(f"tool call {i} never got a name")
+        calls.append(ToolCall(id_, name, "".join(args)))
+    return Completion(
+        self._id,
+        _decode(&self._content),
+        _decode(&self._reasoning),
+        tuple(calls),
+        self._finish_reason,
+        Timings(
+            self._cache_n, self._prompt_n, self._predicted_n, self._prompt_ms, self._predicted_ms
+        ),
+        self._reasoning_tokens,
+        thinking_capped,
+    )
 
 cdef int _fold(
     Assembler self, Element& root, const char* data, Py_ssize_t n, object src, list events
@@ -879,14 +925,30 @@ cdef int _progress_counts(
     return 0
 
 
-cdef object _parse_fault(const char* data, Py_ssize_t n, object src, int err):
-    """The ProtocolError for a payload simdjson rejected (`err`; -1: a leading BOM).
+cdef int _push_deep(
+    Assembler self, const char* buf, const char* data, Py_ssize_t n, object src, list out
+) except -1:
+    """A payload the MAX_DEPTH parser rejected for its depth (see MAX_DEPTH): a fault unless it
+    is exactly MAX_DEPTH deep, then parsed by a parser one level deeper and folded in."""
+    fault = _pure_fault(data, n, src)
+    if fault is not None:
+        raise fault
+    cdef Element root
+    cdef void* deep = lf_new_parser(MAX_DEPTH + 1)
+    if deep == NULL:
+        raise MemoryError()
+    try:
+        err = lf_parse(deep, buf, <size_t>n, &root)
+        if err != 0:
+            raise _parse_fault(data, n, src, err)
+        return _fold(self, root, data, n, src, out)
+    finally:
+        lf_delete_parser(deep)
 
-    Only the message is at stake here (the twins reject the same payloads: see the pure twin's
-    "strict JSON" notes), so it is the pure twin's, word for word: the bytes are decoded and
-    handed to its strict parser, whose complaint (json's, or its range/surrogate/depth checks)
-    is what the pure push would have said. Cold path: this runs once per bad payload.
-    """
+
+cdef object _pure_fault(const char* data, Py_ssize_t n, object src):
+    """The ProtocolError the pure twin's push gives for this payload's text, word for word, or
+    None when its strict parser accepts the payload (cold path: once per rejected payload)."""
     raw = data[:n]
     if type(src) is str:
         text = src
@@ -899,6 +961,20 @@ cdef object _parse_fault(const char* data, Py_ssize_t n, object src, int err):
         _assemble_py._parse(text, raw)
     except (ValueError, RecursionError) as e:
         return _bad(data, n, src, f"the chunk is not valid JSON ({e})")
+    return None
+
+
+cdef object _parse_fault(const char* data, Py_ssize_t n, object src, int err):
+    """The ProtocolError for a payload simdjson rejected (`err`; -1: a leading BOM).
+
+    Only the message is at stake here (the twins reject the same payloads: see the pure twin's
+    "strict JSON" notes), so it is the pure twin's, word for word: the bytes are decoded and
+    handed to its strict parser, whose complaint (json's, or its range/surrogate/depth checks)
+    is what the pure push would have said.
+    """
+    fault = _pure_fault(data, n, src)
+    if fault is not None:
+        return fault
     what = "a byte order mark" if err < 0 else lf_error_message(err).decode()
     return _bad(data, n, src, f"the chunk is not valid JSON ({what})")
 

@@ -7,11 +7,12 @@ need are read. A push is all or nothing: the chunk is checked whole, then folded
 
 from __future__ import annotations
 
+import _thread
 import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
 from ._partial_json import partial_arguments
@@ -30,8 +31,8 @@ from ._values import (
 __all__ = ["MAX_DEPTH", "Assembler"]
 
 MAX_DEPTH: Final = 256
-"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1);
-both twins reject deeper payloads (simdjson's parser is built with this limit)."""
+"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1,
+an empty [] or {} counts as a level): both twins accept exactly this deep and reject deeper."""
 
 _INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (COMMON.md, Assembler)
 _JSON_INT_MIN: Final = -(1 << 63)  # the integers simdjson can hold: int64 or uint64
@@ -148,6 +149,17 @@ def _has_lone_surrogate(value: Any) -> bool:
 # --- messages -------------------------------------------------------------------------------
 
 
+def busy_error(asm: object, method: str) -> RuntimeError:
+    """The error for a second call into an assembler while a push or finish is running (both
+    twins raise this one)."""
+    name = type(asm).__name__
+    return RuntimeError(
+        f"{name}.{method}() was called while this {name} is still running a push or finish "
+        "(from another thread, or from code it called back, such as a finalizer); "
+        f"use one {name} per consumer"
+    )
+
+
 def _bad(what: str, payload: str | bytes) -> ProtocolError:
     """COMMON.md: every ProtocolError says what was wrong and shows a cut of the payload."""
     return ProtocolError(f"{what}: {cut(payload)}")
@@ -185,6 +197,7 @@ class Assembler:
     """Folds streamed chunks into a Completion (07-llama-assemble.md; API.md, The assembler)."""
 
     __slots__ = (
+        "_busy",
         "_calls",
         "_content",
         "_finish_reason",
@@ -195,18 +208,37 @@ class Assembler:
         "_reasoning_tokens",
         "_timings",
     )
+    _busy: _thread.LockType  # held while push or finish runs
+    _id: str | None
+    _timings: tuple[int, int, int, float, float]  # cache_n, prompt_n, predicted_n, and the ms
+    _partials: dict[int, list[Any]]  # partial_arguments' parsers, per call
+    _reasoning_tokens: int
+    _in_reasoning: bool
+    _finish_reason: FinishReason | None
+    _content: list[str]  # the text pieces, joined by finish()
+    _reasoning: list[str]
+    _calls: list[list[Any]]  # one [id, name, [argument pieces]] per tool call
 
-    def __init__(self) -> None:
-        self._id: str | None = None
-        # cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms
-        self._timings: tuple[int, int, int, float, float] = (0, 0, 0, 0.0, 0.0)
+    # The state is made in __new__, not __init__, as the Cython twin makes its state when the
+    # object is allocated: `Assembler.__new__(Assembler)` and a subclass whose __init__ skips
+    # super().__init__() get a working, empty assembler in both twins, and calling __init__
+    # again changes nothing in either.
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls)
+        self._busy = _thread.allocate_lock()
+        self._id = None
+        self._timings = (0, 0, 0, 0.0, 0.0)
         self._reasoning_tokens = 0
         self._in_reasoning = False
-        self._finish_reason: FinishReason | None = None
-        self._content: list[str] = []  # the text pieces, joined by finish()
-        self._reasoning: list[str] = []
-        self._calls: list[list[Any]] = []  # one [id, name, [argument pieces]] per tool call
-        self._partials: dict[int, list[Any]] = {}  # partial_arguments' parsers, per call
+        self._finish_reason = None
+        self._content = []
+        self._reasoning = []
+        self._calls = []
+        self._partials = {}
+        return self
+
+    def __init__(self) -> None:
+        pass
 
     @property
     def id(self) -> str | None:
@@ -232,12 +264,35 @@ class Assembler:
         is an error). Each call reads only the text that came since the last one; the
         containers are new each time, the finished values in them shared with later calls'.
         ProtocolError when the text is not JSON; IndexError when there is no such call yet."""
-        return partial_arguments(
-            self._partials, self._calls, index, self._finish_reason is not None
-        )
+        if not self._busy.acquire(False):  # one caller at a time, as in push
+            raise busy_error(self, "partial_arguments")
+        try:
+            return partial_arguments(
+                self._partials, self._calls, index, self._finish_reason is not None
+            )
+        finally:
+            self._busy.release()
 
     def push(self, data: str | bytes) -> list[ChatEvent]:
         """One `data:` payload (str or UTF-8 bytes): the events it stands for, in order."""
+        # One caller at a time: a push or finish that starts while another runs (another
+        # thread, a finalizer or any code the first one calls back) would fold its chunk in
+        # between the first one's checks and its commit. It is refused, and the first goes on.
+        if not self._busy.acquire(False):
+            raise busy_error(self, "push")
+        try:
+            return self._push(data)
+        finally:
+            self._busy.release()
+
+    def _push(self, data: str | bytes) -> list[ChatEvent]:
+        if type(data) is not str and type(data) is not bytes:
+            # A subclass is taken as the plain str or bytes it converts to (as the Cython twin
+            # does): its own __repr__ or methods never shape a message or HttpError's body.
+            if isinstance(data, str):
+                data = str(data)
+            elif isinstance(data, bytes):
+                data = bytes(data)
         if isinstance(data, str):
             text = data
             try:
@@ -389,6 +444,14 @@ class Assembler:
     def finish(self, thinking_capped: bool = False) -> Completion:
         """The Completion (07 rule 5): StreamClosedEarlyError without a finish_reason,
         ProtocolError without an id or with a tool call that never got an id or a name."""
+        if not self._busy.acquire(False):  # one caller at a time, as in push
+            raise busy_error(self, "finish")
+        try:
+            return self._finish(thinking_capped)
+        finally:
+            self._busy.release()
+
+    def _finish(self, thinking_capped: bool) -> Completion:
         if self._finish_reason is None:
             raise StreamClosedEarlyError()
         if self._id is None:
