@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import http.client
 import itertools
@@ -32,6 +33,7 @@ from _server import (
     split,
 )
 from llamafast import (
+    AsyncClient,
     BusyError,
     ChatRequest,
     Client,
@@ -61,8 +63,9 @@ from llamafast import (
     WaitTimeoutError,
     build_body,
 )
-from llamafast._client import backoff_ms, poll_delays
+from llamafast._client_core import backoff_ms, poll_delays
 
+CHAT = "/v1/chat/completions"
 STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]
 STREAMS += ["long_prompt_progress", "usage_chunk"]
 
@@ -250,6 +253,8 @@ def test_poll_delays_back_off_and_stay_bounded() -> None:
 
 
 def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None:
+    # The first request of a client asks /slots (for the slot count): a busy slot is said at
+    # once, and the chat is sent at once too (the server holds it until the slot is free).
     t0 = time.monotonic()
     holder = server.busy_for(0, 0.3)
     out = drive.run(cfg(server), req(0))
@@ -257,8 +262,41 @@ def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None
     assert out.events[0] == Waiting(slot_busy=True)
     assert out.events.count(Waiting(slot_busy=True)) == 1
     assert out.ok() == expected("content_only")[1]
-    assert server.chat_logs()[0].arrived - t0 >= 0.3  # sent only once the slot was free
-    assert server.paths().count("/slots") >= 2
+    assert server.chat_logs()[0].started - t0 >= 0.3  # answered only once the slot was free
+    assert server.paths() == ["/slots", "/v1/chat/completions"]  # no polling
+
+
+def test_busy_slot_later_is_found_when_the_first_byte_is_late(server: ReplayServer) -> None:
+    # The slot count is cached: the next request goes straight to the chat, and asks /slots
+    # only when no byte came for slot_check_delay; then Waiting(slot_busy=True), once.
+    client = Client(cfg(server, slot_check_delay=0.1))
+    assert SyncDriver.run_on(client, req(0)).ok()
+    assert server.paths() == ["/slots", "/v1/chat/completions"]
+    holder = server.busy_for(0, 0.4)
+    out = SyncDriver.run_on(client, req(0))
+    holder.join()
+    assert out.ok() == expected("content_only")[1]
+    assert out.events[0] == Waiting(slot_busy=True)
+    assert out.events.count(Waiting(slot_busy=True)) == 1
+    assert server.paths()[2:] == ["/v1/chat/completions", "/slots"]
+    # a free slot: no /slots at all
+    assert SyncDriver.run_on(client, req(0)).ok()
+    assert server.paths()[4:] == ["/v1/chat/completions"]
+
+
+def test_busy_slot_later_async(server: ReplayServer) -> None:
+    async def main() -> tuple[Outcome, Outcome]:
+        async with AsyncClient(cfg(server, slot_check_delay=0.1)) as client:
+            first = await AsyncDriver.run_on(client, req(0))
+            holder = server.busy_for(0, 0.4)
+            second = await AsyncDriver.run_on(client, req(0))
+            holder.join()
+            return first, second
+
+    first, second = asyncio.run(main())
+    assert first.ok() and second.ok() == expected("content_only")[1]
+    assert second.events[0] == Waiting(slot_busy=True)
+    assert server.paths() == ["/slots", CHAT, CHAT, "/slots"]
 
 
 def test_busy_slot_without_waiting_is_busy_error(drive: Driver, server: ReplayServer) -> None:
@@ -276,7 +314,7 @@ def test_busy_slot_longer_than_wait_timeout(drive: Driver, server: ReplayServer)
     out.raised(WaitTimeoutError)
     assert out.events == [Waiting(slot_busy=True)]
     assert 0.3 <= out.elapsed < 1.0
-    assert "/v1/chat/completions" not in server.paths()
+    assert server.paths() == ["/slots", CHAT]
 
 
 def test_busy_slot_of_another_slot_does_not_matter(drive: Driver, server: ReplayServer) -> None:
@@ -309,7 +347,9 @@ def test_silent_busy_slot_is_bounded_by_wait_timeout(drive: Driver, server: Repl
     finally:
         hold.set()
     out.raised(WaitTimeoutError)
-    assert out.events == [] and 0.3 <= out.elapsed < 1.0
+    # /slots said free; the late first byte made the client ask again: now it is processing
+    assert out.events == [Waiting(slot_busy=True)] and 0.3 <= out.elapsed < 1.0
+    assert server.paths() == ["/slots", CHAT, "/slots"]
 
 
 def test_busy_slot_recording_replayed_at_its_pace(drive: Driver, server: ReplayServer) -> None:

@@ -1,57 +1,44 @@
-# Strategy: the sync client's phases as one async generator per request, over aiohttp (imported
-# lazily: the optional extra llamafast[async]); per-slot FIFO with one asyncio.Event per waiting
-# request; the stall timeout wraps each read, so the server's `:` pings reset it like any bytes.
-"""The asyncio client (issue 4): `AsyncClient(cfg).stream(req)` and `await .complete(req)`.
+# Strategy: a thin asyncio driver of the sans-I/O core (_client_core): one async generator per
+# request carries out the core's commands over aiohttp (imported lazily: the optional extra
+# llamafast[async]) and yields the ChatEvents; a request waiting in its slot's line sleeps on a
+# future of its own, woken when a request ahead of it leaves.
+"""The asyncio client: `AsyncClient(cfg).stream(req)` and `await .complete(req)`.
 
-The same rules, events and errors as `Client` (see its docstring for the table of which error
-means what); only the waiting is `await`, and cancelling the task closes the connection.
+The same rules, events and errors as `Client` (see `RequestCore`); only the waiting is `await`,
+and cancelling the task closes the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import inspect
-import json
-import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ._body import build_body
-from ._client import (
-    CHAT_PATH,
-    CONTROL_PATH,
-    MAX_ERROR_BODY,
-    Budget,
+from ._client_core import (
+    AwaitHead,
+    CloseResponse,
+    Core,
+    Emit,
+    Fetch,
+    Head,
+    NotHttp,
+    Open,
+    Phase,
+    ReadBody,
+    RequestCore,
+    Sleep,
     StreamState,
-    Target,
-    backoff_ms,
-    control_accepted,
-    describe,
-    is_loading,
-    map_stream_error,
-    poll_delays,
-    slot_busy,
+    Ticket,
+    WaitTurn,
 )
 from ._compat import USE_EXTENSIONS
 from ._config import Config
-from ._errors import (
-    BusyError,
-    ConnectError,
-    HttpError,
-    LoadTimeoutError,
-    ProtocolError,
-    SseError,
-    SseIoError,
-    SseTimeoutError,
-    ThinkingOverrunError,
-    TruncatedError,
-    WaitTimeoutError,
-    cut,
-)
-from ._values import ChatEvent, ChatRequest, Completion, Queued, Retrying, ThinkingCapped, Waiting
+from ._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
+from ._values import ChatEvent, ChatRequest, Completion
 
 if TYPE_CHECKING or not USE_EXTENSIONS:
     from ._chat_py import AsyncChatStream
@@ -74,57 +61,6 @@ def _aiohttp() -> Any:
     return aiohttp
 
 
-class _Ticket:
-    __slots__ = ("moved",)
-
-    def __init__(self) -> None:
-        self.moved = asyncio.Event()
-
-
-class _SlotQueues:
-    """FIFO per slot among this client's tasks (rule 1): the head of a slot's line runs; the
-    others sleep on their own Event, set whenever a request ahead of them leaves."""
-
-    def __init__(self) -> None:
-        self._lines: dict[int, list[_Ticket]] = {}
-
-    def enter(self, slot: int, ticket: _Ticket) -> None:
-        self._lines.setdefault(slot, []).append(ticket)
-
-    def leave(self, slot: int, ticket: _Ticket) -> None:
-        line = self._lines.get(slot, [])
-        if ticket in line:
-            at = line.index(ticket)
-            del line[at]
-            for behind in line[at:]:
-                behind.moved.set()
-
-    async def wait(
-        self, slot: int, ticket: _Ticket, deadline: float, seconds: float
-    ) -> AsyncIterator[ChatEvent]:
-        last: int | None = None
-        while True:
-            line = self._lines[slot]
-            if ticket not in line:  # closed meanwhile
-                return
-            ahead = line.index(ticket)
-            if not ahead:
-                return
-            if last is None or ahead < last:
-                last = ahead
-                yield Queued(ahead)
-                continue
-            ticket.moved.clear()
-            left = deadline - time.monotonic()
-            try:
-                if left <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(left):
-                    await ticket.moved.wait()
-            except TimeoutError:
-                raise WaitTimeoutError(seconds) from None
-
-
 class AsyncClient:
     """The asyncio twin of `Client` (same rules, events and errors; see `Client`).
 
@@ -138,9 +74,8 @@ class AsyncClient:
             raise TypeError(f"AsyncClient needs a Config, not {type(cfg).__name__}")
         self._http = _aiohttp()
         self._cfg = cfg
-        self._target = Target.parse(cfg.infer.url)
-        self._queues = _SlotQueues()
-        self._rng = random.Random()
+        self._core = Core(cfg)
+        self._target = self._core.target
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -181,6 +116,8 @@ class AsyncClient:
     def __repr__(self) -> str:
         return f"AsyncClient({self._target.url!r})"
 
+    # --- what the driver carries out for the core ---------------------------------------------
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             http = self._http
@@ -197,28 +134,64 @@ class AsyncClient:
                 self._session._retry_connection = False
         return self._session
 
-    async def _fetch(self, method: str, path: str, body: bytes | None = None) -> tuple[int, str]:
-        """A small request on its own connection: (status, body text). Raises aiohttp's
-        errors and TimeoutError (after connect_timeout) as they come."""
-        session = self._get_session()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        async with asyncio.timeout(self._cfg.limits.connect_timeout):
-            async with session.request(
-                method, self._target.url + path, data=body, headers=headers
-            ) as resp:
-                data = await resp.content.read(MAX_ERROR_BODY)
-                return resp.status, data.decode("utf-8", "replace")
-
-    async def _end_reasoning(self, cid: str) -> bool:
+    def _transport_error(self, err: BaseException) -> BaseException | None:
+        """aiohttp's errors as the core expects them: OSError for the connection, NotHttp for
+        a malformed answer; None for anything else (raised as it is)."""
         http = self._http
-        payload = json.dumps({"id": cid, "action": "reasoning_end"}).encode()
+        if isinstance(err, (OSError, http.ClientConnectionError, TimeoutError)):
+            return _os_error(err)
+        if isinstance(err, http.ClientError):
+            return NotHttp(repr(err))
+        return None
+
+    async def _fetch(self, cmd: Fetch) -> tuple[int, str]:
+        """A small request on its own connection, its body read whole up to `cmd.limit`."""
+        session = self._get_session()
+        headers = dict(self._core.headers)
+        if cmd.body is not None:
+            headers["Content-Type"] = "application/json"
+        url = self._target.url + cmd.path
+        async with asyncio.timeout(self._cfg.limits.connect_timeout):
+            async with session.request(cmd.method, url, data=cmd.body, headers=headers) as resp:
+                return resp.status, await _read_whole(resp, cmd.limit)
+
+    async def _wait_turn(self, cmd: WaitTurn) -> None:
+        ticket = cmd.ticket
+        if ticket.moves != cmd.seen:
+            return
+        waker = ticket.waker = asyncio.get_running_loop().create_future()
         try:
-            status, text = await self._fetch("POST", CONTROL_PATH, payload)
-        except (OSError, http.ClientConnectionError) as err:
-            raise ConnectError(_os_error(err), self._target.url) from err
-        except http.ClientError as err:
-            raise ProtocolError(f"the control endpoint's answer is not HTTP: {err!r}") from err
-        return control_accepted(status, text)
+            async with asyncio.timeout_at(_loop_time(cmd.until)):
+                await waker
+        except TimeoutError:
+            pass
+        finally:
+            ticket.waker = None
+
+
+def _loop_time(monotonic_at: float) -> float:
+    """A time.monotonic() instant on the running loop's clock."""
+    return asyncio.get_running_loop().time() + (monotonic_at - time.monotonic())
+
+
+def _wake(moved: list[Ticket]) -> None:
+    for ticket in moved:
+        waker = ticket.waker
+        if waker is not None and not waker.done():
+            waker.set_result(None)
+
+
+async def _read_whole(resp: aiohttp.ClientResponse, limit: int) -> str:
+    """The body as it arrives, however many pieces, up to `limit` bytes."""
+    parts: list[bytes] = []
+    got = 0
+    while got < limit:
+        data = await resp.content.read(limit - got)
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts).decode("utf-8", "replace")
 
 
 def _os_error(err: BaseException) -> OSError:
@@ -240,21 +213,16 @@ class AsyncClientStream(StreamState):
 
     def __init__(self, client: AsyncClient, req: ChatRequest, body: str) -> None:
         self._client = client
-        self._req = req
-        self._body = body.encode("utf-8")
-        self._ticket = _Ticket()
+        self._core = RequestCore(client._core, req, body.encode("utf-8"))
         self._entered = False
-        self._t0 = 0.0
-        self._deadline = 0.0
         self._gen: AsyncGenerator[ChatEvent, None] = self._run()
         self._chat: AsyncChatStream | None = None
+        self._pending: asyncio.Future[aiohttp.ClientResponse] | None = None
         self._resp: aiohttp.ClientResponse | None = None
-        self._result: tuple[int, str] = (0, "")
+        self._first = b""
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._closed = False
-        self._attempt = 0
-        self._capped = False
 
     async def __aenter__(self) -> AsyncClientStream:
         self._enter()
@@ -292,175 +260,116 @@ class AsyncClientStream(StreamState):
     async def aclose(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent."""
         self._closed = True
+        self._core.closed = True
         self._close_response()
         try:
             await self._gen.aclose()
         except RuntimeError:  # being iterated by another task: the closed response ends it
             pass
-        self._client._queues.leave(self._req.slot, self._ticket)
+        _wake(self._core.leave())
 
-    # --- the phases (as in Client; see there) ------------------------------------------------
+    # --- the driver -----------------------------------------------------------------------
 
     def _enter(self) -> None:
         if not self._entered and not self._closed:  # join now, before any await: in order
             self._entered = True
-            self._t0 = time.monotonic()
-            self._client._queues.enter(self._req.slot, self._ticket)
+            self._core.enter()
 
     async def _run(self) -> AsyncGenerator[ChatEvent, None]:
-        client = self._client
-        limits = client._cfg.limits
-        slot = self._req.slot
-        self._deadline = self._t0 + limits.wait_timeout
         try:
-            async for event in client._queues.wait(
-                slot, self._ticket, self._deadline, limits.wait_timeout
-            ):
+            gen = self._carry(self._core.phases())
+            async for event in gen:
                 yield event
-            if self._closed:
-                return
-            async for event in self._check_slot():
-                yield event
-            async for event in self._post():
-                yield event
-            async for event in self._stream():
-                yield event
+            if self._began and not self._closed:
+                async for event in self._stream():
+                    yield event
         finally:
             self._close_response()
-            client._queues.leave(slot, self._ticket)
+            _wake(self._core.leave())
 
-    async def _retry(self, err: BaseException) -> AsyncIterator[ChatEvent]:
-        client = self._client
-        limits = client._cfg.limits
-        self._attempt += 1
-        if self._attempt > limits.retries:
-            if isinstance(err, HttpError):
-                raise err
-            raise ConnectError(_os_error(err), client._target.url) from err
-        after = backoff_ms(limits, self._attempt, client._rng)
-        shown = err if isinstance(err, HttpError) else _os_error(err)
-        yield Retrying(self._attempt, after, describe(shown))
-        await asyncio.sleep(after / 1000)
+    _began = False
 
-    async def _small(self, method: str, path: str) -> AsyncIterator[ChatEvent]:
-        """A small request under the rules of the first byte; its (status, text) goes to
-        `self._result` for any answer but a 503."""
+    async def _carry(self, phase: Phase[Any]) -> AsyncIterator[ChatEvent]:
+        """Carry out the core's commands: yield its events; its result goes to `_began`."""
         client = self._client
-        http = client._http
+        send: Any = None
+        throw: BaseException | None = None
         while True:
             try:
-                status, text = await client._fetch(method, path)
-            except (OSError, http.ClientConnectionError, TimeoutError) as err:
-                async for event in self._retry(err):
-                    yield event
-                continue
-            except http.ClientError as err:
-                raise ProtocolError(f"the answer to {method} {path} is not HTTP: {err!r}") from err
-            if is_loading(status, text):
-                async for event in self._wait_loaded():
-                    yield event
-                continue
-            if status == 503:
-                async for event in self._retry(HttpError(status, text)):
-                    yield event
-                continue
-            self._result = (status, text)
-            return
-
-    async def _check_slot(self) -> AsyncIterator[ChatEvent]:
-        limits = self._client._cfg.limits
-        slot = self._req.slot
-        delays = None
-        while True:
-            async for event in self._small("GET", "/slots"):
-                yield event
-            status, text = self._result
-            if status != 200 or not slot_busy(status, text, slot):
+                cmd = phase.send(send) if throw is None else phase.throw(throw)
+            except StopIteration as stop:
+                if stop.value is not None:
+                    self._began = bool(stop.value)
                 return
-            if not limits.wait_for_slot:
-                raise BusyError(slot)
-            if delays is None:
-                delays = poll_delays(limits)
-                yield Waiting(slot_busy=True)
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                raise WaitTimeoutError(limits.wait_timeout)
-            await asyncio.sleep(min(next(delays), left))
-
-    async def _wait_loaded(self) -> AsyncIterator[ChatEvent]:
-        client = self._client
-        http = client._http
-        limits = client._cfg.limits
-        yield Waiting(slot_busy=False)
-        start = time.monotonic()
-        deadline = start + limits.load_timeout
-        for delay in poll_delays(limits):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LoadTimeoutError(limits.load_timeout)
-            await asyncio.sleep(min(delay, left))
-            try:
-                status, _ = await client._fetch("GET", "/health")
-            except (OSError, TimeoutError, http.ClientError):
+            send = throw = None
+            kind = type(cmd)
+            if kind is Emit:
+                yield cmd.event
                 continue
-            if status != 503:
-                break
-        self._deadline += time.monotonic() - start
+            try:
+                if kind is Fetch:
+                    send = await client._fetch(cmd)
+                elif kind is Sleep:
+                    await asyncio.sleep(max(0.0, cmd.until - time.monotonic()))
+                elif kind is WaitTurn:
+                    await client._wait_turn(cmd)
+                elif kind is Open:
+                    send = await self._open(cmd)
+                elif kind is AwaitHead:
+                    send = await self._await_head(cmd.until)
+                elif kind is ReadBody:
+                    send = await self._read_body(cmd.limit)
+                elif kind is CloseResponse:
+                    self._close_response()
+                else:  # pragma: no cover - a command this driver does not know
+                    raise AssertionError(f"unknown command {cmd!r}")
+            except NotHttp as err:
+                throw = err
+            except Exception as err:
+                mapped = client._transport_error(err)
+                if mapped is None:
+                    raise
+                throw = mapped
 
-    async def _post(self) -> AsyncIterator[ChatEvent]:
+    async def _open(self, cmd: Open) -> Head | None:
         client = self._client
-        http = client._http
-        limits = client._cfg.limits
         session = client._get_session()
-        url = client._target.url + CHAT_PATH
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        while True:
-            budget = max(self._deadline - time.monotonic(), limits.stall_timeout)
-            timer = asyncio.timeout(budget)
-            try:
-                async with timer:  # until the first byte: a busy slot is silent on the wire
-                    resp = await session.post(url, data=self._body, headers=headers)
-            except TimeoutError as err:
-                if timer.expired():
-                    raise WaitTimeoutError(limits.wait_timeout) from err
-                async for event in self._retry(err):  # connect_timeout
-                    yield event
-                continue
-            except (OSError, http.ClientConnectionError) as err:
-                async for event in self._retry(err):
-                    yield event
-                continue
-            except http.ClientError as err:
-                raise ProtocolError(f"the answer to POST {url} is not HTTP: {err!r}") from err
-            self._resp = resp
-            if resp.status == 200:
-                ctype = resp.headers.get("Content-Type", "")
-                if not ctype.startswith("text/event-stream"):
-                    text = await self._read_error(resp)
-                    raise ProtocolError(
-                        f"the server answered 200 with Content-Type {ctype!r}, not an event "
-                        f"stream: {cut(text)}"
-                    )
-                return
-            text = await self._read_error(resp)
-            self._close_response()
-            if is_loading(resp.status, text):
-                async for event in self._wait_loaded():
-                    yield event
-                continue
-            if resp.status == 503:
-                async for event in self._retry(HttpError(resp.status, text)):
-                    yield event
-                continue
-            raise HttpError(resp.status, text)
+        headers.update(client._core.headers)
+        url = client._target.url + cmd.path[len(client._target.prefix) :]
+        self._pending = asyncio.ensure_future(self._post(session, url, cmd.body, headers))
+        return await self._await_head(cmd.until)
 
-    @staticmethod
-    async def _read_error(resp: aiohttp.ClientResponse) -> str:
+    async def _post(
+        self, session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str]
+    ) -> aiohttp.ClientResponse:
+        resp = await session.post(url, data=body, headers=headers)
+        # Take the body bytes that came with the head now: aiohttp raises a cut body's error
+        # before handing out what it buffered, and the waiting task may wake only after that.
+        if resp.status == 200:
+            self._first = resp.content.read_nowait()
+        return resp
+
+    async def _await_head(self, until: float) -> Head | None:
+        pending = self._pending
+        if pending is None:
+            raise ConnectionResetError("the connection was closed")
+        left = until - time.monotonic()
+        if left > 0 and not pending.done():
+            await asyncio.wait((pending,), timeout=left)
+        if not pending.done():
+            return None
+        self._pending = None
+        resp = pending.result()  # aiohttp's error, if any, is raised here
+        self._resp = resp
+        return Head(resp.status, resp.headers.get("Content-Type", ""))
+
+    async def _read_body(self, limit: int) -> str:
+        resp = self._resp
         try:
-            data = await resp.content.read(MAX_ERROR_BODY)
+            return "" if resp is None else await _read_whole(resp, limit)
         except Exception:  # the body of an error answer is a courtesy
-            data = b""
-        return data.decode("utf-8", "replace")
+            return ""
 
     async def _body_bytes(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         """The body as it arrives, with the reader's errors: no byte for stall_timeout is
@@ -468,6 +377,9 @@ class AsyncClientStream(StreamState):
         http = self._client._http
         stall = self._client._cfg.limits.stall_timeout
         content = resp.content
+        first, self._first = self._first, b""
+        if first:
+            yield first
         while True:
             try:
                 async with asyncio.timeout(stall):
@@ -483,34 +395,33 @@ class AsyncClientStream(StreamState):
             yield data
 
     async def _stream(self) -> AsyncIterator[ChatEvent]:
-        client = self._client
-        limits = client._cfg.limits
+        core = self._core
         resp = self._resp
         assert resp is not None
-        chat = AsyncChatStream(self._body_bytes(resp), limits.max_line)
+        chat = AsyncChatStream(self._body_bytes(resp), self._client._cfg.limits.max_line)
         self._chat = chat
-        budget = Budget(limits)
+        watch = core.watch_budget
         try:
             async for event in chat:
                 yield event
-                in_reasoning = chat.in_reasoning
-                tokens = chat.reasoning_tokens
-                if budget.should_end(in_reasoning, tokens, chat.id):
-                    assert chat.id is not None
-                    if await client._end_reasoning(chat.id):
-                        self._capped = True
-                        yield ThinkingCapped(tokens)
-                if budget.overrun(in_reasoning, tokens):
-                    self._close_response()
-                    raise ThinkingOverrunError(tokens, limits.thinking_hard_cap)
+                if watch:
+                    step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+                    if step is not None:
+                        async for capped in self._carry(step):
+                            yield capped
             completion = chat.completion
         except (SseError, ValueError) as err:
-            raise map_stream_error(err, limits) from err
-        if self._capped:
-            completion = dataclasses.replace(completion, thinking_capped=True)
-        self._completion = completion
+            raise core.stream_error(err) from err
+        self._completion = core.finish(completion)
 
     def _close_response(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            if pending.done():
+                if not pending.cancelled() and pending.exception() is None:
+                    pending.result().close()
+            else:
+                pending.cancel()
         resp, self._resp = self._resp, None
         if resp is not None:
             resp.close()  # closes the connection itself, at once
