@@ -33,7 +33,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,11 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP = FIXTURES / "http"
 
 _ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
+
+
+UNAUTHORIZED_BODY = (
+    b'{"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}}'
+)
 
 
 def load(name: str) -> bytes:
@@ -93,6 +98,9 @@ def raw_response(status: int, reason: str, body: bytes, ctype: str = "applicatio
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     return head + body
+
+
+UNAUTHORIZED = raw_response(401, "Unauthorized", UNAUTHORIZED_BODY)
 
 
 def completion_id(raw: bytes) -> str | None:
@@ -183,6 +191,7 @@ class Request:
     path: str
     body: bytes
     at: float
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 class ReplayServer:
@@ -198,6 +207,8 @@ class ReplayServer:
         self.reset_next = 0  # RST this many connections after reading their request
         self.control_reply: str | None = None  # answer every control request with this recording
         self.loading_until = 0.0
+        self.chat_loading = False  # /health says ok while the chat answers 503 Loading model
+        self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
         self._was_loading = False
         self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
@@ -350,21 +361,28 @@ class ReplayServer:
         head, _, body = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ", 2)
-        length = 0
+        headers = {}
         for line in lines[1:]:
             key, _, value = line.partition(":")
-            if key.strip().lower() == "content-length":
-                length = int(value.strip())
+            headers[key.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
         while len(body) < length:
             part = conn.recv(65536)
             if not part:
                 return None
             body += part
         conn.settimeout(None)
-        return Request(method, target.split("?")[0], body[:length], time.monotonic())
+        return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
 
     def _route(self, conn: socket.socket, req: Request) -> None:
         loading = time.monotonic() < self.loading_until
+        if self.api_key is not None and req.path != "/health":  # llama-server exempts /health
+            if req.headers.get("authorization") != f"Bearer {self.api_key}":
+                conn.sendall(UNAUTHORIZED)
+                return
+        if self.chat_loading and req.path.startswith("/v1/chat"):
+            conn.sendall(load("chat_while_loading"))
+            return
         if req.method == "GET" and req.path == "/health":
             if loading:
                 name = "get_health_loading"
@@ -409,7 +427,14 @@ class ReplayServer:
 
     def _chat(self, conn: socket.socket, req: Request) -> None:
         body = json.loads(req.body)
-        slot = int(body.get("id_slot", 0)) % self.n_slots  # llama-server wraps the slot number
+        if "id_slot" in body:
+            slot = int(body["id_slot"]) % self.n_slots  # llama-server wraps the slot number
+        else:  # the server picks: an idle slot if there is one
+            with self._lock:
+                idle = [i for i in range(self.n_slots) if not self._processing[i]]
+                idle = [i for i in idle if i not in self._forced_busy]
+                slot = idle[0] if idle else 0
+                self._processing[slot] = True
         reply = self._next_reply(body)
         log = ChatLog(slot, body, req.at)
         with self._lock:

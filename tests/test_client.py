@@ -712,3 +712,72 @@ def test_http_client_not_left_open(server: ReplayServer) -> None:
         list(stream)
         assert stream._conn is None or isinstance(stream._conn, http.client.HTTPConnection)
     assert stream._conn is None
+
+
+# --- API keys, slot=None, a router that says ok while the model loads ----------------------
+
+
+def test_the_api_key_goes_with_every_request(drive: Driver, server: ReplayServer) -> None:
+    server.api_key = "k-123"
+    server.load_for(0.8)  # the client polls /health (the first import of aiohttp is slow)
+    server.script = [capped_reply()]  # and asks the control endpoint
+    limits = Limits(**{**FAST, "thinking_budget": 20})  # type: ignore[arg-type]
+    config = Config(InferConfig(url=server.url, api_key="k-123"), limits)
+    out = drive.run(config, req(thinking=True))
+    assert out.ok().thinking_capped
+    assert {"/slots", "/health", CHAT, CHAT + "/control"} <= set(server.paths())
+    assert [r.headers.get("authorization") for r in server.requests] == ["Bearer k-123"] * len(
+        server.requests
+    )
+
+
+def test_a_wrong_key_is_http_401_and_the_key_is_never_shown(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.api_key = "right"
+    config = Config(InferConfig(url=server.url, api_key="wrong-sekrit"), Limits(**FAST))  # type: ignore[arg-type]
+    out = drive.run(config, req())
+    err = out.raised(HttpError)
+    assert err.status == 401 and "Invalid API Key" in str(err)
+    shown = str(err) + repr(err) + repr(config) + repr(Client(config)) + repr(out.stream)
+    assert "wrong-sekrit" not in shown
+
+
+def test_without_a_key_nothing_is_sent(drive: Driver, server: ReplayServer) -> None:
+    assert drive.run(cfg(server), req()).ok()
+    assert all("authorization" not in r.headers for r in server.requests)
+
+
+def _body_takes_slot_none() -> bool:
+    try:
+        build_body(Config(), ChatRequest(None, [User("x")]))
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _body_takes_slot_none(), reason="build_body does not take slot=None yet")
+def test_slot_none_requests_are_not_ordered_and_run_at_once(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.script = lambda body: slow(seconds=0.4)
+    reqs = [ChatRequest(None, [User("a")]), ChatRequest(None, [User("b")])]
+    outs = drive.run_many(cfg(server), reqs)
+    for out in outs:
+        assert out.ok() == expected("content_only")[1]
+        assert out.events == expected("content_only")[0]  # no Queued
+    first, second = sorted(server.chat_logs(), key=lambda log: log.started)
+    assert second.started < first.ended  # side by side, on the two slots
+    assert {first.slot, second.slot} == {0, 1}
+    assert "id_slot" not in first.body and "/slots" not in server.paths()
+
+
+def test_load_timeout_when_health_is_ok_but_the_chat_still_loads(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.chat_loading = True  # a proxy or a router in front of llama-server
+    out = drive.run(cfg(server, load_timeout=0.3), req())
+    err = out.raised(LoadTimeoutError)
+    assert "0.3" in str(err) and out.events == [Waiting(slot_busy=False)]
+    assert 0.3 <= out.elapsed < 1.5
+    assert server.paths().count(CHAT) >= 2 and "/health" in server.paths()
