@@ -197,8 +197,12 @@ class Request:
 class ReplayServer:
     """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
 
-    def __init__(self, n_slots: int = 2) -> None:
+    def __init__(self, n_slots: int = 2, pieces: int | None = None, gap: float = 0.002) -> None:
         self.n_slots = n_slots
+        # A remote-like server: every answer goes out in pieces of at most `pieces` bytes,
+        # `gap` seconds apart (a proxy, a slow network); None sends each write whole.
+        self.pieces = pieces
+        self.gap = gap
         self.script: list[Reply] | Callable[[dict[str, Any]], Reply] = []
         self.default = Reply("content_only")
         self.requests: list[Request] = []
@@ -378,33 +382,42 @@ class ReplayServer:
         loading = time.monotonic() < self.loading_until
         if self.api_key is not None and req.path != "/health":  # llama-server exempts /health
             if req.headers.get("authorization") != f"Bearer {self.api_key}":
-                conn.sendall(UNAUTHORIZED)
+                self._sendall(conn, UNAUTHORIZED)
                 return
         if self.chat_loading and req.path.startswith("/v1/chat"):
-            conn.sendall(load("chat_while_loading"))
+            self._sendall(conn, load("chat_while_loading"))
             return
         if req.method == "GET" and req.path == "/health":
             if loading:
                 name = "get_health_loading"
             else:
                 name = "get_health_after_loading" if self._was_loading else "get_health"
-            conn.sendall(load(name))
+            self._sendall(conn, load(name))
         elif loading:
             name = "chat_while_loading" if req.path.startswith("/v1/chat") else "get_health_loading"
-            conn.sendall(load(name))
+            self._sendall(conn, load(name))
         elif req.method == "GET" and req.path == "/slots":
-            conn.sendall(self._slots())
+            self._sendall(conn, self._slots())
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
             body = json.loads(req.body)
             with self._lock:
                 self.controls.append(body)
                 known = body.get("id") in self._active_ids
             name = "control_reasoning_end" if known else "reasoning_control_unknown_id"
-            conn.sendall(load(self.control_reply or name))
+            self._sendall(conn, load(self.control_reply or name))
         elif req.method == "POST" and req.path == "/v1/chat/completions":
             self._chat(conn, req)
         else:
-            conn.sendall(load("get_unknown_path"))
+            self._sendall(conn, load("get_unknown_path"))
+
+    def _sendall(self, conn: socket.socket, data: bytes) -> None:
+        if self.pieces is None:
+            conn.sendall(data)
+            return
+        for at in range(0, len(data), self.pieces):
+            if at:
+                time.sleep(self.gap)
+            conn.sendall(data[at : at + self.pieces])
 
     def _slots(self) -> bytes:
         with self._lock:
@@ -415,7 +428,7 @@ class ReplayServer:
             return load("get_slots_while_busy")
         template = json.loads(split(load("get_slots"))[1])[0]
         slots = [dict(template, id=i, is_processing=b) for i, b in enumerate(busy)]
-        return raw_response(200, "OK", json.dumps(slots).encode())
+        return raw_response(200, "OK", json.dumps(slots, separators=(",", ":")).encode())
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -492,7 +505,7 @@ class ReplayServer:
             if offset >= release:
                 self._done(log.slot, None)
             try:
-                conn.sendall(piece)
+                self._sendall(conn, piece)
             except OSError:
                 self._client_closed(log)
                 return False

@@ -85,9 +85,11 @@ def drive(request: pytest.FixtureRequest) -> Driver:
     return SyncDriver() if request.param == "sync" else AsyncDriver()
 
 
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with ReplayServer() as srv:
+@pytest.fixture(params=["whole", "pieces"])
+def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
+    """The loopback server, sending each answer whole, and again as a remote server or a proxy
+    might: in pieces of at most 97 bytes, 2 ms apart."""
+    with ReplayServer(pieces=97 if request.param == "pieces" else None) as srv:
         yield srv
 
 
@@ -338,12 +340,38 @@ def test_slot_count_comes_from_the_server(drive: Driver) -> None:
         assert "4 slots" in str(drive.run(cfg(srv), req(4)).raised(ValueError))
 
 
+@pytest.mark.parametrize("n_slots", [52, 128])
+def test_slots_answer_over_64_kib(drive: Driver, n_slots: int) -> None:
+    # About 1.3 KB a slot in llama-server's shape: 52 slots pass 64 KiB.
+    with ReplayServer(n_slots=n_slots) as srv:
+        assert len(split(srv._slots())[1]) > 1 << 16
+        assert drive.run(cfg(srv), req(n_slots - 1)).ok()
+        err = drive.run(cfg(srv), req(n_slots)).raised(ValueError)
+        assert f"{n_slots} slots" in str(err)
+
+
+def test_slots_answer_arriving_in_pieces(drive: Driver) -> None:
+    with ReplayServer(n_slots=4, pieces=1000, gap=0.02) as srv:
+        assert len(split(srv._slots())[1]) > 3000
+        assert drive.run(cfg(srv), req(3)).ok()
+        assert "4 slots" in str(drive.run(cfg(srv), req(4)).raised(ValueError))
+
+
+def test_error_body_arriving_in_pieces_is_read_whole(drive: Driver) -> None:
+    with ReplayServer(pieces=64, gap=0.01) as srv:
+        srv.script = [Reply("error_context_exceeded")]
+        err = drive.run(cfg(srv), req()).raised(HttpError)
+        assert err.body == split(load("error_context_exceeded"))[1].decode()
+
+
 def test_silent_busy_slot_is_bounded_by_wait_timeout(drive: Driver, server: ReplayServer) -> None:
     # Busy after /slots said free (another client got there first): no byte at all.
     hold = threading.Event()
     server.script = [Reply(hold=hold)]
     try:
-        out = drive.run(cfg(server, wait_timeout=0.3, stall_timeout=0.1), req(0))
+        out = drive.run(
+            cfg(server, wait_timeout=0.3, stall_timeout=0.1, slot_check_delay=0.05), req(0)
+        )
     finally:
         hold.set()
     out.raised(WaitTimeoutError)

@@ -151,9 +151,13 @@ class AsyncClient:
         if cmd.body is not None:
             headers["Content-Type"] = "application/json"
         url = self._target.url + cmd.path
-        async with asyncio.timeout(self._cfg.limits.connect_timeout):
-            async with session.request(cmd.method, url, data=cmd.body, headers=headers) as resp:
-                return resp.status, await _read_whole(resp, cmd.limit)
+        wait = self._cfg.limits.connect_timeout  # for the head, then for each piece of body
+        async with asyncio.timeout(wait):
+            resp = await session.request(cmd.method, url, data=cmd.body, headers=headers)
+        try:
+            return resp.status, await _read_whole(resp, cmd.limit, wait)
+        finally:
+            resp.close()
 
     async def _wait_turn(self, cmd: WaitTurn) -> None:
         ticket = cmd.ticket
@@ -181,12 +185,14 @@ def _wake(moved: list[Ticket]) -> None:
             waker.set_result(None)
 
 
-async def _read_whole(resp: aiohttp.ClientResponse, limit: int) -> str:
-    """The body as it arrives, however many pieces, up to `limit` bytes."""
+async def _read_whole(resp: aiohttp.ClientResponse, limit: int, wait: float) -> str:
+    """The body as it arrives, however many pieces, up to `limit` bytes; at most `wait`
+    seconds for each piece."""
     parts: list[bytes] = []
     got = 0
     while got < limit:
-        data = await resp.content.read(limit - got)
+        async with asyncio.timeout(wait):
+            data = await resp.content.read(limit - got)
         if not data:
             break
         parts.append(data)
@@ -367,7 +373,8 @@ class AsyncClientStream(StreamState):
     async def _read_body(self, limit: int) -> str:
         resp = self._resp
         try:
-            return "" if resp is None else await _read_whole(resp, limit)
+            wait = self._client._cfg.limits.stall_timeout
+            return "" if resp is None else await _read_whole(resp, limit, wait)
         except Exception:  # the body of an error answer is a courtesy
             return ""
 
