@@ -747,7 +747,7 @@ def test_http_client_not_left_open(server: ReplayServer) -> None:
 
 def test_the_api_key_goes_with_every_request(drive: Driver, server: ReplayServer) -> None:
     server.api_key = "k-123"
-    server.load_for(0.8)  # the client polls /health (the first import of aiohttp is slow)
+    server.load_for(0.8)  # the client polls /health
     server.script = [capped_reply()]  # and asks the control endpoint
     limits = Limits(**{**FAST, "thinking_budget": 20})  # type: ignore[arg-type]
     config = Config(InferConfig(url=server.url, api_key="k-123"), limits)

@@ -1,6 +1,7 @@
 # Strategy: a thin asyncio driver of the sans-I/O core (_client_core): one async generator per
-# request carries out the core's commands over aiohttp (imported lazily: the optional extra
-# llamafast[async]) and yields the ChatEvents; a request waiting in its slot's line sleeps on a
+# request carries out the core's commands over a BufferedProtocol of its own (_transport: the
+# body is parsed in the arrival callback, one wake-up of the task per arrival, one stall timer
+# per stream) and yields the ChatEvents; a request waiting in its slot's line sleeps on a
 # future of its own, woken when a request ahead of it leaves.
 """The asyncio client: `AsyncClient(cfg).stream(req)` and `await .complete(req)`.
 
@@ -35,48 +36,33 @@ from ._client_core import (
     Ticket,
     WaitTurn,
 )
-from ._compat import USE_EXTENSIONS
 from ._config import Config
-from ._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
+from ._errors import SseError, SseIoError, SseTimeoutError
+from ._transport import AsyncConnection, HttpParseError, Sink, request_bytes
 from ._values import ChatEvent, ChatRequest, Completion
 
-if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._chat_py import AsyncChatStream
-else:
-    from ._chat_c import AsyncChatStream
-
 if TYPE_CHECKING:
-    import aiohttp
+    from ._assemble_py import Assembler
 
 __all__ = ["AsyncClient", "AsyncClientStream"]
 
-_HINT = "AsyncClient needs aiohttp, the optional extra: pip install 'llamafast[async]'"
-
-
-def _aiohttp() -> Any:
-    try:
-        import aiohttp
-    except ImportError as err:
-        raise ImportError(_HINT) from err
-    return aiohttp
+_CHAT_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 class AsyncClient:
     """The asyncio twin of `Client` (same rules, events and errors; see `Client`).
 
-    Needs aiohttp (`pip install 'llamafast[async]'`). One aiohttp session per client, made on
-    first use; close it with `await client.aclose()` or `async with AsyncClient(cfg) as client`.
-    Use one client from one event loop.
+    Standard library only (asyncio; uvloop works too). One connection per request, so there is
+    nothing to close; `aclose()` and `async with AsyncClient(cfg) as client` are kept for code
+    that closes its clients. Use one client from one event loop at a time.
     """
 
     def __init__(self, cfg: Config) -> None:
         if not isinstance(cfg, Config):
             raise TypeError(f"AsyncClient needs a Config, not {type(cfg).__name__}")
-        self._http = _aiohttp()
         self._cfg = cfg
         self._core = Core(cfg)
         self._target = self._core.target
-        self._session: aiohttp.ClientSession | None = None
 
     @property
     def config(self) -> Config:
@@ -103,9 +89,7 @@ class AsyncClient:
             return stream.completion
 
     async def aclose(self) -> None:
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        """Nothing to release: every request has its own connection, closed when it ends."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -118,46 +102,26 @@ class AsyncClient:
 
     # --- what the driver carries out for the core ---------------------------------------------
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            http = self._http
-            connect = self._cfg.limits.connect_timeout
-            self._session = http.ClientSession(
-                # llama-server closes every connection after its answer: no pool to keep.
-                connector=http.TCPConnector(force_close=True, limit=0),
-                timeout=http.ClientTimeout(total=None, sock_connect=connect),
-                auto_decompress=False,
-            )
-            # aiohttp silently retries an idempotent request once on a reset connection; the
-            # `retries` limit counts every attempt itself (as the sync client does).
-            if hasattr(self._session, "_retry_connection"):
-                self._session._retry_connection = False
-        return self._session
-
-    def _transport_error(self, err: BaseException) -> BaseException | None:
-        """aiohttp's errors as the core expects them: OSError for the connection, NotHttp for
-        a malformed answer; None for anything else (raised as it is)."""
-        http = self._http
-        if isinstance(err, (OSError, http.ClientConnectionError, TimeoutError)):
-            return _os_error(err)
-        if isinstance(err, http.ClientError):
-            return NotHttp(repr(err))
-        return None
+    def _request(self, method: str, path: str, body: bytes | None, extra: dict[str, str]) -> bytes:
+        headers = dict(extra)
+        headers.update(self._core.headers)
+        return request_bytes(method, self._target, path, body, headers)
 
     async def _fetch(self, cmd: Fetch) -> tuple[int, str]:
         """A small request on its own connection, its body read whole up to `cmd.limit`."""
-        session = self._get_session()
-        headers = dict(self._core.headers)
-        if cmd.body is not None:
-            headers["Content-Type"] = "application/json"
-        url = self._target.url + cmd.path
-        wait = self._cfg.limits.connect_timeout  # for the head, then for each piece of body
-        async with asyncio.timeout(wait):
-            resp = await session.request(cmd.method, url, data=cmd.body, headers=headers)
+        wait = self._cfg.limits.connect_timeout  # to connect, for the head, for each piece
+        conn = await AsyncConnection.open(self._target, wait)
         try:
-            return resp.status, await _read_whole(resp, cmd.limit, wait)
+            extra = {"Content-Type": "application/json"} if cmd.body is not None else {}
+            conn.send(self._request(cmd.method, self._target.path(cmd.path), cmd.body, extra))
+            if not await conn.read_head(conn.loop.time() + wait):
+                raise TimeoutError(f"no answer to {cmd.method} {cmd.path} within {wait:g} s")
+            body = await conn.read_whole(cmd.limit, wait)
+            return conn.parser.status, body.decode("utf-8", "replace")
+        except HttpParseError as err:
+            raise NotHttp(str(err)) from err
         finally:
-            resp.close()
+            conn.close()
 
     async def _wait_turn(self, cmd: WaitTurn) -> None:
         ticket = cmd.ticket
@@ -185,31 +149,6 @@ def _wake(moved: list[Ticket]) -> None:
             waker.set_result(None)
 
 
-async def _read_whole(resp: aiohttp.ClientResponse, limit: int, wait: float) -> str:
-    """The body as it arrives, however many pieces, up to `limit` bytes; at most `wait`
-    seconds for each piece."""
-    parts: list[bytes] = []
-    got = 0
-    while got < limit:
-        async with asyncio.timeout(wait):
-            data = await resp.content.read(limit - got)
-        if not data:
-            break
-        parts.append(data)
-        got += len(data)
-    return b"".join(parts).decode("utf-8", "replace")
-
-
-def _os_error(err: BaseException) -> OSError:
-    """aiohttp's connection errors as the OSError that ConnectError carries."""
-    inner = getattr(err, "os_error", None)  # ClientConnectorError: the connect's own error
-    if isinstance(inner, OSError):
-        return inner
-    if isinstance(err, OSError):
-        return err
-    return ConnectionResetError(f"{type(err).__name__}: {err}")
-
-
 class AsyncClientStream(StreamState):
     """One request's events: `async with` and `async for` (from `AsyncClient.stream`).
 
@@ -222,10 +161,8 @@ class AsyncClientStream(StreamState):
         self._core = RequestCore(client._core, req, body.encode("utf-8"))
         self._entered = False
         self._gen: AsyncGenerator[ChatEvent, None] = self._run()
-        self._chat: AsyncChatStream | None = None
-        self._pending: asyncio.Future[aiohttp.ClientResponse] | None = None
-        self._resp: aiohttp.ClientResponse | None = None
-        self._first = b""
+        self._chat: Assembler | None = None
+        self._conn: AsyncConnection | None = None
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._closed = False
@@ -329,106 +266,80 @@ class AsyncClientStream(StreamState):
                     self._close_response()
                 else:  # pragma: no cover - a command this driver does not know
                     raise AssertionError(f"unknown command {cmd!r}")
-            except NotHttp as err:
+            except (OSError, NotHttp) as err:  # TimeoutError is an OSError too
                 throw = err
-            except Exception as err:
-                mapped = client._transport_error(err)
-                if mapped is None:
-                    raise
-                throw = mapped
 
     async def _open(self, cmd: Open) -> Head | None:
         client = self._client
-        session = client._get_session()
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        headers.update(client._core.headers)
-        url = client._target.url + cmd.path[len(client._target.prefix) :]
-        self._pending = asyncio.ensure_future(self._post(session, url, cmd.body, headers))
+        conn = await AsyncConnection.open(client._target, client._cfg.limits.connect_timeout)
+        self._conn = conn
+        conn.send(client._request("POST", cmd.path, cmd.body, _CHAT_HEADERS))
         return await self._await_head(cmd.until)
 
-    async def _post(
-        self, session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str]
-    ) -> aiohttp.ClientResponse:
-        resp = await session.post(url, data=body, headers=headers)
-        # Take the body bytes that came with the head now: aiohttp raises a cut body's error
-        # before handing out what it buffered, and the waiting task may wake only after that.
-        if resp.status == 200:
-            self._first = resp.content.read_nowait()
-        return resp
-
     async def _await_head(self, until: float) -> Head | None:
-        pending = self._pending
-        if pending is None:
+        conn = self._conn
+        if conn is None:
             raise ConnectionResetError("the connection was closed")
-        left = until - time.monotonic()
-        if left > 0 and not pending.done():
-            await asyncio.wait((pending,), timeout=left)
-        if not pending.done():
-            return None
-        self._pending = None
-        resp = pending.result()  # aiohttp's error, if any, is raised here
-        self._resp = resp
-        return Head(resp.status, resp.headers.get("Content-Type", ""))
+        try:
+            if not await conn.read_head(_loop_time(until)):
+                return None
+        except HttpParseError as err:
+            raise NotHttp(str(err)) from err
+        parser = conn.parser
+        return Head(parser.status, parser.headers.get("content-type", ""))
 
     async def _read_body(self, limit: int) -> str:
-        resp = self._resp
+        conn = self._conn
         try:
             wait = self._client._cfg.limits.stall_timeout
-            return "" if resp is None else await _read_whole(resp, limit, wait)
-        except Exception:  # the body of an error answer is a courtesy
-            return ""
-
-    async def _body_bytes(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-        """The body as it arrives, with the reader's errors: no byte for stall_timeout is
-        SseTimeoutError, a cut body TruncatedError, a failed connection SseIoError."""
-        http = self._client._http
-        stall = self._client._cfg.limits.stall_timeout
-        content = resp.content
-        first, self._first = self._first, b""
-        if first:
-            yield first
-        while True:
-            try:
-                async with asyncio.timeout(stall):
-                    data = await content.readany()
-            except TimeoutError as err:
-                raise SseTimeoutError() from err
-            except http.ClientPayloadError as err:
-                raise TruncatedError() from err
-            except (OSError, http.ClientConnectionError) as err:
-                raise SseIoError(_os_error(err)) from err
-            if not data:
-                return
-            yield data
+            data = b"" if conn is None else await conn.read_whole(limit, wait)
+        except (OSError, ValueError, SseError):  # the body of an error answer is a courtesy
+            data = b""
+        return data.decode("utf-8", "replace")
 
     async def _stream(self) -> AsyncIterator[ChatEvent]:
         core = self._core
-        resp = self._resp
-        assert resp is not None
-        chat = AsyncChatStream(self._body_bytes(resp), self._client._cfg.limits.max_line)
-        self._chat = chat
+        conn = self._conn
+        assert conn is not None
+        limits = self._client._cfg.limits
         watch = core.watch_budget
+        sink = Sink(limits.max_line)
+        self._chat = sink.assembler
+        parser = conn.parser
+        take = sink.take
+        conn.start_stream(sink, limits.stall_timeout)
         try:
-            async for event in chat:
-                yield event
-                if watch:
-                    step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
-                    if step is not None:
-                        async for capped in self._carry(step):
-                            yield capped
-            completion = chat.completion
+            while True:
+                events = take()
+                if events:
+                    for event in events:
+                        yield event
+                    if watch:
+                        chat = sink.assembler
+                        step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+                        if step is not None:
+                            async for capped in self._carry(step):
+                                yield capped
+                    continue
+                if sink.done or parser.done:
+                    break
+                if conn.stalled:
+                    raise SseTimeoutError()
+                error = conn.error
+                if error is not None:
+                    if isinstance(error, OSError):
+                        raise SseIoError(error) from error
+                    raise error
+                if conn.eof:
+                    parser.eof()
+                    break
+                await conn.wait()
+            completion = sink.end()
         except (SseError, ValueError) as err:
             raise core.stream_error(err) from err
         self._completion = core.finish(completion)
 
     def _close_response(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            if pending.done():
-                if not pending.cancelled() and pending.exception() is None:
-                    pending.result().close()
-            else:
-                pending.cancel()
-        resp, self._resp = self._resp, None
-        if resp is not None:
-            resp.close()  # closes the connection itself, at once
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

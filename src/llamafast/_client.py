@@ -1,14 +1,12 @@
 # Strategy: a thin driver of the sans-I/O core (_client_core): one generator per request carries
-# out the core's commands with blocking sockets and yields the ChatEvents. http.client, one
+# out the core's commands over a blocking socket of its own (_transport: recv_into the response
+# parser's buffer, the body's views straight to the engine) and yields the ChatEvents. One
 # connection per request, closed by us (closing it is how a stream is cancelled: the server then
 # frees the slot; some builds answer `Connection: close`, others keep-alive).
 """The synchronous client: `Client(cfg).stream(req)` and `.complete(req)`."""
 
 from __future__ import annotations
 
-import http.client
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -32,15 +30,15 @@ from ._client_core import (
     StreamState,
     WaitTurn,
 )
-from ._compat import USE_EXTENSIONS
 from ._config import Config
-from ._errors import SseError
+from ._errors import SseError, SseIoError, SseTimeoutError
+from ._transport import HttpParseError, Sink, SyncConnection, request_bytes
 from ._values import ChatEvent, ChatRequest, Completion
 
-if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._chat_py import ChatStream
-else:
-    from ._chat_c import ChatStream
+if TYPE_CHECKING:
+    from ._assemble_py import Assembler
+
+_CHAT_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 __all__ = ["Client", "ClientStream"]
 
@@ -99,25 +97,23 @@ class Client:
 
     # --- what the driver carries out for the core ---------------------------------------------
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        t = self._target
-        cls = http.client.HTTPSConnection if t.scheme == "https" else http.client.HTTPConnection
-        return cls(t.host, t.port, timeout=timeout)
+    def _request(self, method: str, path: str, body: bytes | None, extra: dict[str, str]) -> bytes:
+        headers = dict(extra)
+        headers.update(self._core.headers)
+        return request_bytes(method, self._target, path, body, headers)
 
     def _fetch(self, cmd: Fetch) -> tuple[int, str]:
         """A small request on its own connection, its body read whole up to `cmd.limit`."""
-        conn = self._connection(self._cfg.limits.connect_timeout)
+        wait = self._cfg.limits.connect_timeout  # to connect, then for each read
+        conn = SyncConnection(self._target, wait)
         try:
-            headers = dict(self._core.headers)
-            if cmd.body is not None:
-                headers["Content-Type"] = "application/json"
-            conn.request(cmd.method, self._target.path(cmd.path), body=cmd.body, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read(cmd.limit).decode("utf-8", "replace")
-        except http.client.HTTPException as err:
-            if isinstance(err, OSError):  # RemoteDisconnected is also ConnectionResetError
-                raise
-            raise NotHttp(repr(err)) from err
+            extra = {"Content-Type": "application/json"} if cmd.body is not None else {}
+            path = self._target.path(cmd.path)
+            conn.send(self._request(cmd.method, path, cmd.body, extra), wait)
+            conn.read_head(wait)
+            return conn.parser.status, conn.read_whole(cmd.limit, wait).decode("utf-8", "replace")
+        except HttpParseError as err:
+            raise NotHttp(str(err)) from err
         finally:
             conn.close()
 
@@ -148,10 +144,8 @@ class ClientStream(StreamState):
         self._core = RequestCore(client._core, req, body.encode("utf-8"))
         self._entered = False
         self._gen: Generator[ChatEvent, None, None] = self._run()
-        self._chat: ChatStream | None = None
-        self._conn: http.client.HTTPConnection | None = None
-        self._sock: socket.socket | None = None  # kept: http.client drops it on Connection: close
-        self._resp: http.client.HTTPResponse | None = None
+        self._chat: Assembler | None = None
+        self._conn: SyncConnection | None = None
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._closed = False
@@ -260,79 +254,82 @@ class ClientStream(StreamState):
 
     def _open(self, cmd: Open) -> Head | None:
         client = self._client
-        conn = client._connection(client._cfg.limits.connect_timeout)
+        wait = client._cfg.limits.connect_timeout
+        conn = SyncConnection(client._target, wait)
         self._conn = conn
-        conn.connect()
-        sock = conn.sock
-        assert sock is not None
-        self._sock = sock
-        sock.settimeout(max(cmd.until - time.monotonic(), client._cfg.limits.connect_timeout))
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        headers.update(client._core.headers)
-        try:
-            conn.request("POST", cmd.path, body=cmd.body, headers=headers)
-        except http.client.HTTPException as err:
-            raise NotHttp(repr(err)) from err
+        data = client._request("POST", cmd.path, cmd.body, _CHAT_HEADERS)
+        conn.send(data, max(wait, cmd.until - time.monotonic()))
         return self._await_head(cmd.until)
 
     def _await_head(self, until: float) -> Head | None:
-        """The head once its first byte has come, or None at `until` (a busy slot is silent)."""
-        sock, conn = self._sock, self._conn
-        if sock is None or conn is None:
+        """The head once it has come, or None at `until` (a busy slot is silent)."""
+        conn = self._conn
+        if conn is None:
             raise ConnectionResetError("the connection was closed")
-        pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
-        if not (pending and pending()):
-            left = until - time.monotonic()
-            if left <= 0 or not select.select([sock], [], [], left)[0]:
-                return None
-        sock.settimeout(self._client._cfg.limits.stall_timeout)
         try:
-            resp = conn.getresponse()
-        except http.client.HTTPException as err:
-            if isinstance(err, OSError):  # RemoteDisconnected: reset before the first byte
-                raise
-            raise NotHttp(repr(err)) from err
-        self._resp = resp
-        return Head(resp.status, resp.getheader("Content-Type", ""))
+            if not conn.read_head(self._client._cfg.limits.stall_timeout, until):
+                return None
+        except HttpParseError as err:
+            raise NotHttp(str(err)) from err
+        parser = conn.parser
+        return Head(parser.status, parser.headers.get("content-type", ""))
 
     def _read_body(self, limit: int) -> str:
-        resp = self._resp
+        conn = self._conn
         try:
-            data = b"" if resp is None else resp.read(limit)
-        except (OSError, http.client.HTTPException):  # an error answer's body is a courtesy
+            data = (
+                b""
+                if conn is None
+                else conn.read_whole(limit, self._client._cfg.limits.stall_timeout)
+            )
+        except (OSError, ValueError, SseError):  # an error answer's body is a courtesy
             data = b""
         return data.decode("utf-8", "replace")
 
     def _stream(self) -> Generator[ChatEvent, None, None]:
         """The events of the body; nothing is retried from here on."""
         core = self._core
-        resp = self._resp
-        assert resp is not None
-        chat = ChatStream(resp, self._client._cfg.limits.max_line)
-        self._chat = chat
+        conn = self._conn
+        assert conn is not None
+        limits = self._client._cfg.limits
         watch = core.watch_budget
+        sink = Sink(limits.max_line)
+        self._chat = sink.assembler
+        parser = conn.parser
+        read = conn.read
+        take = sink.take
+        sink.feed(conn.early)
+        conn.early = []
+        conn.sock.settimeout(limits.stall_timeout)
         try:
-            for event in chat:
-                yield event
-                if watch:
-                    step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
-                    if step is not None:
-                        yield from self._carry(step)
-            completion = chat.completion
-        except (SseError, ValueError, http.client.HTTPException) as err:
+            while True:
+                events = take()
+                if events:
+                    yield from events
+                    if watch:
+                        chat = sink.assembler
+                        step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+                        if step is not None:
+                            yield from self._carry(step)
+                    continue
+                if sink.done or parser.done:
+                    break
+                try:
+                    pieces = read()
+                except TimeoutError as err:
+                    raise SseTimeoutError() from err
+                except OSError as err:
+                    raise SseIoError(err) from err
+                if pieces is None:
+                    parser.eof()
+                    break
+                sink.feed(pieces)
+            completion = sink.end()
+        except (SseError, ValueError) as err:
             raise core.stream_error(err) from err
         self._completion = core.finish(completion)
 
     def _close_connection(self) -> None:
-        conn, sock, resp = self._conn, self._sock, self._resp
-        self._conn = self._sock = self._resp = None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # the server sees the close at once
-            except OSError:
-                pass
-            sock.close()
-        if resp is not None:
-            resp.close()
+        conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
