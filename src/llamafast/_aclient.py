@@ -37,7 +37,7 @@ from ._client_core import (
     WaitTurn,
 )
 from ._config import Config
-from ._errors import SseError, SseIoError, SseTimeoutError
+from ._errors import SseError, SseIoError, SseTimeoutError, StreamClosedEarlyError
 from ._transport import AsyncConnection, HttpParseError, Sink, request_bytes
 from ._values import ChatEvent, ChatRequest, Completion
 
@@ -163,6 +163,9 @@ class AsyncClientStream(StreamState):
         self._gen: AsyncGenerator[ChatEvent, None] = self._run()
         self._chat: Assembler | None = None
         self._conn: AsyncConnection | None = None
+        self._sink: Sink | None = None
+        self._batch: list[ChatEvent] = []  # the rest of an item's events, reversed
+        self._watch = self._core.watch_budget
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._closed = False
@@ -183,33 +186,61 @@ class AsyncClientStream(StreamState):
         return self
 
     async def __anext__(self) -> ChatEvent:
+        batch = self._batch
+        if batch:
+            return batch.pop()
         if self._error is not None:
             raise self._error
         if self._closed:
             raise StopAsyncIteration
         self._enter()
         try:
-            return await self._gen.__anext__()
+            if self._sink is None:  # before the first byte: the core's phases
+                try:
+                    return await self._gen.__anext__()
+                except StopAsyncIteration:
+                    if not self._began or self._closed:
+                        raise
+                self._start_stream()
+            # The stream: one item's events at a time, with no generator in between.
+            while True:
+                events = await self._pump()
+                if events is None:
+                    raise StopAsyncIteration
+                if self._watch:
+                    events += await self._budget()
+                if events:
+                    break
         except StopAsyncIteration:
             self._closed = True
+            self._release()
             raise
         except Exception as err:
-            self._close_response()
+            self._release()
             if self._closed:  # closed by another task: the failed read is that close
                 raise StopAsyncIteration from None
             self._error = err
             raise
+        except asyncio.CancelledError:
+            # Cancelling closes the connection; the stream does not pass for a finished one.
+            self._release()
+            self._error = StreamClosedEarlyError("the task reading it was cancelled")
+            raise
+        if len(events) == 1:
+            return events[0]
+        events.reverse()
+        self._batch = events
+        return events.pop()
 
     async def aclose(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent."""
         self._closed = True
         self._core.closed = True
-        self._close_response()
+        self._release()
         try:
             await self._gen.aclose()
-        except RuntimeError:  # being iterated by another task: the closed response ends it
+        except RuntimeError:  # being iterated by another task: the closed connection ends it
             pass
-        _wake(self._core.leave())
 
     # --- the driver -----------------------------------------------------------------------
 
@@ -218,17 +249,21 @@ class AsyncClientStream(StreamState):
             self._entered = True
             self._core.enter()
 
+    def _release(self) -> None:
+        """Close the connection and leave the slot's line (idempotent)."""
+        self._close_response()
+        _wake(self._core.leave())
+
     async def _run(self) -> AsyncGenerator[ChatEvent, None]:
+        """The phases up to the first byte; the connection stays open for the stream."""
+        began = False
         try:
-            gen = self._carry(self._core.phases())
-            async for event in gen:
+            async for event in self._carry(self._core.phases()):
                 yield event
-            if self._began and not self._closed:
-                async for event in self._stream():
-                    yield event
+            began = True
         finally:
-            self._close_response()
-            _wake(self._core.leave())
+            if not began:
+                self._release()
 
     _began = False
 
@@ -297,30 +332,28 @@ class AsyncClientStream(StreamState):
             data = b""
         return data.decode("utf-8", "replace")
 
-    async def _stream(self) -> AsyncIterator[ChatEvent]:
-        core = self._core
+    def _start_stream(self) -> None:
         conn = self._conn
         assert conn is not None
         limits = self._client._cfg.limits
-        watch = core.watch_budget
-        sink = Sink(limits.max_line)
+        sink = self._sink = Sink(limits.max_line)
         self._chat = sink.assembler
-        parser = conn.parser
-        take = sink.take
         conn.start_stream(sink, limits.stall_timeout)
+
+    async def _pump(self) -> list[ChatEvent] | None:
+        """The next item's events, waiting for bytes as needed; None once the body has ended
+        (and `.completion` is set). The reader's errors map to the client's."""
+        core = self._core
+        sink, conn = self._sink, self._conn
+        assert sink is not None
+        if conn is None:
+            raise ConnectionResetError("the connection was closed")
+        parser = conn.parser
         try:
             while True:
-                events = take()
+                events = sink.take()
                 if events:
-                    for event in events:
-                        yield event
-                    if watch:
-                        chat = sink.assembler
-                        step = core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
-                        if step is not None:
-                            async for capped in self._carry(step):
-                                yield capped
-                    continue
+                    return events
                 if sink.done or parser.done:
                     break
                 if conn.stalled:
@@ -338,6 +371,15 @@ class AsyncClientStream(StreamState):
         except (SseError, ValueError) as err:
             raise core.stream_error(err) from err
         self._completion = core.finish(completion)
+        return None
+
+    async def _budget(self) -> list[ChatEvent]:
+        """The thinking budget after an item: the reasoning_end request, ThinkingCapped."""
+        chat = self._sink.assembler  # type: ignore[union-attr]
+        step = self._core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+        if step is None:
+            return []
+        return [event async for event in self._carry(step)]
 
     def _close_response(self) -> None:
         conn, self._conn = self._conn, None

@@ -300,7 +300,7 @@ class ClientStream(StreamState):
         take = sink.take
         sink.feed(conn.early)
         conn.early = []
-        conn.sock.settimeout(limits.stall_timeout)
+        conn.stream_timeout(limits.stall_timeout)
         try:
             while True:
                 events = take()
@@ -316,7 +316,7 @@ class ClientStream(StreamState):
                     break
                 try:
                     pieces = read()
-                except TimeoutError as err:
+                except (TimeoutError, BlockingIOError) as err:  # no byte for stall_timeout
                     raise SseTimeoutError() from err
                 except OSError as err:
                     raise SseIoError(err) from err

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from ._errors import TruncatedError
 
-__all__ = ["BUFFER", "HttpParseError", "ResponseParser"]
+__all__ = ["BUFFER", "HttpParseError", "ResponseParser", "parse_head"]
 
 BUFFER = 1 << 16  # the read buffer; also the longest head and chunk-size line accepted
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 class HttpParseError(ValueError):
@@ -93,7 +94,9 @@ class ResponseParser:
                 at = buf.find(b"\r\n\r\n", pos, end)
                 if at < 0:
                     break
-                self._head(bytes(buf[pos:at]))
+                head = parse_head(bytes(buf[pos:at]))
+                self.status, self.headers, self.keep_alive = head[0], head[1], head[2]
+                self._framing, self._left, self._state = head[3], head[4], head[5]
                 pos = at + 4
             elif state == _DONE:
                 pos = end  # bytes after the body are not ours
@@ -117,13 +120,10 @@ class ResponseParser:
 
     def _line(self, state: int, line: bytes) -> None:
         if state == _SIZE:
-            size_text = line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                size = -1
-            if size < 0 or not size_text.isalnum():
+            size_text = line.split(b";", 1)[0].strip(b" \t")
+            if not size_text or size_text.strip(_HEX_DIGITS) or len(size_text) > 15:
                 raise HttpParseError(f"a chunk size is not a hexadecimal number: {line[:40]!r}")
+            size = int(size_text, 16)
             if size:
                 self._left = size
                 self._state = _DATA
@@ -136,33 +136,30 @@ class ResponseParser:
         elif not line:  # the blank line after the trailers
             self._state = _DONE
 
-    def _head(self, head: bytes) -> None:
-        lines = head.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise HttpParseError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-        self.status = int(parts[1])
-        headers: dict[str, str] = {}
-        for raw in lines[1:]:
-            name, colon, value = raw.partition(b":")
-            if not colon:
-                raise HttpParseError(f"a header line without a colon: {raw[:80]!r}")
-            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
-        self.headers = headers
-        self.keep_alive = headers.get("connection", "").lower() != "close"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._framing = _CHUNKED
-            self._state = _SIZE
-        elif "content-length" in headers:
-            text = headers["content-length"]
-            if not text.isdigit():
-                raise HttpParseError(f"Content-Length is not a number: {text[:40]!r}")
-            self._framing = _LENGTH
-            self._left = int(text)
-            self._state = _DATA if self._left else _DONE
-        elif self.status in (204, 304) or 100 <= self.status < 200:
-            self._state = _DONE
-        else:
-            self._framing = _CLOSE
-            self._left = -1
-            self._state = _DATA
+
+def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
+    """A response head without its blank line: (status, headers with lower-case names,
+    keep-alive, framing, body bytes left, parser state). Shared by both twins."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise HttpParseError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
+    status = int(parts[1])
+    headers: dict[str, str] = {}
+    for raw in lines[1:]:
+        name, colon, value = raw.partition(b":")
+        if not colon:
+            raise HttpParseError(f"a header line without a colon: {raw[:80]!r}")
+        headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    keep_alive = headers.get("connection", "").lower() != "close"
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return status, headers, keep_alive, _CHUNKED, 0, _SIZE
+    if "content-length" in headers:
+        text = headers["content-length"]
+        if not text.isdigit():
+            raise HttpParseError(f"Content-Length is not a number: {text[:40]!r}")
+        left = int(text)
+        return status, headers, keep_alive, _LENGTH, left, _DATA if left else _DONE
+    if status in (204, 304) or 100 <= status < 200:
+        return status, headers, keep_alive, _CLOSE, 0, _DONE
+    return status, headers, keep_alive, _CLOSE, -1, _DATA

@@ -13,22 +13,29 @@ import asyncio
 import select
 import socket
 import ssl
+import struct
+import sys
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ._client_core import Target
 from ._compat import USE_EXTENSIONS
+from ._http_py import HttpParseError
 from ._values import ChatEvent, Completion
 
 if TYPE_CHECKING or not USE_EXTENSIONS:
     from ._assemble_py import Assembler
-    from ._http_py import HttpParseError, ResponseParser
+    from ._http_py import ResponseParser
     from ._sse_py import SseDecoder
 else:
     from ._assemble_c import Assembler
-    from ._http_py import HttpParseError, ResponseParser
     from ._sse_c import SseDecoder
+
+    try:  # built after the engine's extensions: an older build may lack it
+        from ._http_c import ResponseParser
+    except ImportError:  # pragma: no cover
+        from ._http_py import ResponseParser
 
 __all__ = [
     "AsyncConnection",
@@ -119,6 +126,8 @@ class Sink:
         Raises a latched error once nothing precedes it."""
         items = self._items
         at = self._at
+        if at >= len(items) and self._error is None:  # the common case: nothing new
+            return []
         push = self._push
         out: list[ChatEvent] = []
         try:
@@ -194,6 +203,19 @@ class SyncConnection:
                 raise ConnectionResetError("the server closed the connection before answering")
             self.early += [bytes(p) for p in parser.filled(n)]
         return True
+
+    def stream_timeout(self, stall: float) -> None:
+        """Each read of the stream waits at most `stall` seconds. On a plain socket the kernel
+        keeps that bound (SO_RCVTIMEO: a late read fails with EAGAIN, BlockingIOError), which
+        spares Python's poll before every read; elsewhere the socket's own timeout does."""
+        sock = self.sock
+        if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
+            sock.settimeout(stall)
+            return
+        seconds = int(stall)
+        micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, micros))
+        sock.settimeout(None)
 
     def read(self) -> list[memoryview] | None:
         """The body's next bytes as views (valid until the next read); None at the end."""
