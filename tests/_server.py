@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -140,6 +142,7 @@ class Reply:
     drop_pings: bool = False
     rst: bool = False
     hold: threading.Event | None = None
+    linger: float = 0.0  # keep the connection open this long after the answer (keep-alive)
 
     def render(self) -> bytes:
         raw = self.raw if self.raw is not None else load(self.name)
@@ -197,7 +200,16 @@ class Request:
 class ReplayServer:
     """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
 
-    def __init__(self, n_slots: int = 2, pieces: int | None = None, gap: float = 0.002) -> None:
+    def __init__(
+        self,
+        n_slots: int = 2,
+        pieces: int | None = None,
+        gap: float = 0.002,
+        tls: ssl.SSLContext | None = None,
+        prefix: str = "",
+    ) -> None:
+        self.tls = tls  # serve HTTPS with this context
+        self.prefix = prefix  # like a reverse proxy: serve under this path, 404 elsewhere
         self.n_slots = n_slots
         # A remote-like server: every answer goes out in pieces of at most `pieces` bytes,
         # `gap` seconds apart (a proxy, a slow network); None sends each write whole.
@@ -232,7 +244,8 @@ class ReplayServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.prefix}"
 
     def stop(self) -> None:
         self._stopped = True
@@ -333,6 +346,8 @@ class ReplayServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             request = self._read_request(conn)
             if request is None:
                 return
@@ -344,6 +359,11 @@ class ReplayServer:
             if reset:
                 _rst(conn)
                 return
+            if self.prefix:
+                if not request.path.startswith(self.prefix + "/"):
+                    self._sendall(conn, load("get_unknown_path"))
+                    return
+                request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
             self._route(conn, request)
         except OSError:
             pass
@@ -466,6 +486,8 @@ class ReplayServer:
                 self._send(conn, reply, raw, log)
                 if reply.rst:
                     _rst(conn)
+                elif reply.linger:
+                    self._wait(conn, time.monotonic() + reply.linger, log)
             finally:
                 self._done(slot, cid)
             log.ended = time.monotonic()

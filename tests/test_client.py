@@ -809,3 +809,69 @@ def test_load_timeout_when_health_is_ok_but_the_chat_still_loads(
     assert "0.3" in str(err) and out.events == [Waiting(slot_busy=False)]
     assert 0.3 <= out.elapsed < 1.5
     assert server.paths().count(CHAT) >= 2 and "/health" in server.paths()
+
+
+# --- the transport: HTTPS, a path prefix, keep-alive answers --------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", key, "-out", cert, "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_https(drive: Driver, tls_files: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    import llamafast._transport
+
+    cert, key = tls_files
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    trusted = ssl.create_default_context(cafile=cert)
+    monkeypatch.setattr(llamafast._transport, "_SSL", trusted)
+    with ReplayServer(tls=served) as srv:
+        srv.script = [Reply("reasoning_then_content")]
+        assert srv.url.startswith("https://")
+        out = drive.run(cfg(srv), req())
+        assert out.ok() == expected("reasoning_then_content")[1]
+        assert out.events == expected("reasoning_then_content")[0]
+        assert srv.paths() == ["/slots", CHAT]
+    # a certificate the client does not trust is a ConnectError, not a silent plain request
+    monkeypatch.setattr(llamafast._transport, "_SSL", ssl.create_default_context())
+    with ReplayServer(tls=served) as srv:
+        out = drive.run(cfg(srv, retries=0), req())
+        assert isinstance(out.raised(ConnectError).error, ssl.SSLError)
+
+
+def test_a_path_prefix_is_kept_on_every_request(drive: Driver) -> None:
+    with ReplayServer(prefix="/llm/v1x") as srv:
+        srv.load_for(0.3)
+        out = drive.run(cfg(srv), req())
+        assert out.ok() == expected("content_only")[1]
+        assert all(r.path.startswith("/llm/v1x/") for r in srv.requests)
+        assert {"/llm/v1x" + p for p in ("/slots", "/health", CHAT)} <= set(srv.paths())
+
+
+def test_a_keep_alive_answer_ends_by_its_framing(drive: Driver, server: ReplayServer) -> None:
+    head, body = split(load("content_only"))
+    keep = head.replace(b"Connection: close", b"Connection: keep-alive")
+    server.script = [Reply(raw=keep + body, linger=3.0)]
+    out = drive.run(cfg(server), req())
+    assert out.ok() == expected("content_only")[1]
+    assert out.elapsed < 1.5  # the server kept the connection open: the client did not wait

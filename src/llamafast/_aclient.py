@@ -193,9 +193,9 @@ class AsyncClientStream(StreamState):
             raise self._error
         if self._closed:
             raise StopAsyncIteration
-        self._enter()
         try:
             if self._sink is None:  # before the first byte: the core's phases
+                self._enter()
                 try:
                     return await self._gen.__anext__()
                 except StopAsyncIteration:
@@ -366,7 +366,10 @@ class AsyncClientStream(StreamState):
                 if conn.eof:
                     parser.eof()
                     break
-                await conn.wait()
+                if conn.paused:
+                    conn.resume()
+                waiter = conn.waiter = conn.loop.create_future()  # woken by the next arrival
+                await waiter
             completion = sink.end()
         except (SseError, ValueError) as err:
             raise core.stream_error(err) from err

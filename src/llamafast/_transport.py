@@ -16,7 +16,7 @@ import ssl
 import struct
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._client_core import Target
@@ -104,12 +104,17 @@ class Sink:
         self.done = False
         self._close = decoder.close
 
-    def feed(self, pieces: Iterable[Any]) -> None:
+    def feed(self, pieces: Sequence[Any]) -> None:
         if self._error is not None or self.done:
             return
         feed = self._feed
         items = self._items
         try:
+            if len(pieces) == 1:  # the common case: one arrival, one piece of body
+                got = feed(pieces[0])
+                if got:
+                    items += got
+                return
             for piece in pieces:
                 got = feed(piece)
                 if got:
@@ -126,32 +131,31 @@ class Sink:
         Raises a latched error once nothing precedes it."""
         items = self._items
         at = self._at
-        if at >= len(items) and self._error is None:  # the common case: nothing new
-            return []
-        push = self._push
-        out: list[ChatEvent] = []
-        try:
-            while at < len(items):
-                item = items[at]
-                at += 1
-                if type(item) is not str:  # DONE: nothing after it is read
-                    self.done = True
-                    at = len(items)
-                    break
-                events = push(item)
-                if events:
-                    out = events
-                    break
-        except Exception as err:
-            self._error = err
-            at = len(items)
-        if at >= len(items):
+        n = len(items)
+        if at < n:
+            push = self._push
+            try:
+                while at < n:
+                    item = items[at]
+                    at += 1
+                    if type(item) is not str:  # DONE: nothing after it is read
+                        self.done = True
+                        break
+                    events = push(item)
+                    if events:
+                        if at < n:
+                            self._at = at
+                        else:
+                            items.clear()
+                            self._at = 0
+                        return events
+            except Exception as err:
+                self._error = err
             items.clear()
-            at = 0
-        self._at = at
-        if not out and self._error is not None and not self.backlog:
+            self._at = 0
+        if self._error is not None:
             raise self._error
-        return out
+        return []
 
     def end(self) -> Completion:
         """The body ended (cleanly, or with DONE): the Completion, or the error that says why
@@ -268,8 +272,8 @@ class AsyncConnection(asyncio.BufferedProtocol):
         self.eof = False
         self.error: BaseException | None = None  # the connection's failure, or a parse error
         self.stalled = False
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.paused = False
         self._scratch: bytearray | None = None
         self._stall = 0.0
         self._last = 0.0
@@ -328,11 +332,11 @@ class AsyncConnection(asyncio.BufferedProtocol):
             else:
                 sink.feed(pieces)
                 if sink.backlog > _BACKLOG and self.transport is not None:
-                    self._paused = True
+                    self.paused = True
                     self.transport.pause_reading()
-        waiter = self._waiter
+        waiter = self.waiter
         if waiter is not None:
-            self._waiter = None
+            self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -355,9 +359,9 @@ class AsyncConnection(asyncio.BufferedProtocol):
         self._wake()
 
     def _wake(self) -> None:
-        waiter = self._waiter
+        waiter = self.waiter
         if waiter is not None:
-            self._waiter = None
+            self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
 
@@ -368,12 +372,17 @@ class AsyncConnection(asyncio.BufferedProtocol):
             raise ConnectionResetError("the connection was closed")
         self.transport.write(data)
 
+    def resume(self) -> None:
+        """Read again: the consumer has caught up with a backlog."""
+        self.paused = False
+        if self.transport is not None:
+            self.transport.resume_reading()
+
     async def wait(self) -> None:
         """Until the next arrival, the end, a failure or a stall."""
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        waiter = self._waiter = self.loop.create_future()
+        if self.paused:
+            self.resume()
+        waiter = self.waiter = self.loop.create_future()
         await waiter
 
     async def read_head(self, until: float) -> bool:
@@ -387,7 +396,7 @@ class AsyncConnection(asyncio.BufferedProtocol):
             left = until - self.loop.time()
             if left <= 0:
                 return False
-            waiter = self._waiter = self.loop.create_future()
+            waiter = self.waiter = self.loop.create_future()
             handle = self.loop.call_at(until, self._wake)
             try:
                 await waiter
