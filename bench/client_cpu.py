@@ -40,7 +40,7 @@ CLIENTS = {
     "paced100": ["async", "async_uv", "floor_bp", "floor_bp_uv"],
     "bulk20": ["async", "async_uv", "floor_bp", "floor_bp_uv"],
     "sync1": ["sync", "floor_recv"],
-    "seq": ["sync", "async", "bare_post"],
+    "seq": ["sync", "async", "bare_chat", "bare_post"],
 }
 OLD = {"async", "sync"}
 
@@ -181,6 +181,19 @@ def run_client(kind: str, port: int, streams: int, requests: int) -> float:
         t0 = cpu()
         for _ in range(requests):
             client.complete(reqs[0])
+        return cpu() - t0
+    if base == "bare_chat":  # by hand: http.client and the engine, nothing else
+        import http.client
+
+        t0 = cpu()
+        for _ in range(requests):
+            conn = http.client.HTTPConnection("127.0.0.1", port)
+            conn.request(
+                "POST", "/v1/chat/completions", b"{}", {"Content-Type": "application/json"}
+            )
+            for _event in llamafast.ChatStream(conn.getresponse()):
+                pass
+            conn.close()
         return cpu() - t0
     if base in ("floor_recv", "bare_post"):
         buf = bytearray(1 << 16)
