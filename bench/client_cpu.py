@@ -6,10 +6,11 @@
     python bench/client_cpu.py [--rounds 3] [--old SRC] [scenario ...]
 
 Scenarios: paced100 (100 streams at 50 chunks/s), bulk20 (20 streams, bulk), sync1 (one
-stream at 100 chunks/s), seq (sequential 100-chunk requests against a 128-slot server, CPU per
-request; `--slots` changes the count). `--old SRC` adds the clients of another source tree
-(e.g. a worktree of an older commit) as `*_old`; `--slim` answers /slots with only the fields
-the clients read, so that an old client with a 64 KiB cap can run against many slots.
+stream at 100 chunks/s), sync1bulk (one stream, bulk), seq (sequential 100-chunk requests
+against a 128-slot server, CPU per request; `--slots` changes the count). `--old SRC` adds
+the clients of another source tree (e.g. a worktree of an older commit) as `*_old`; `--slim`
+answers /slots with only the fields the clients read, so that an old client with a 64 KiB cap
+can run against many slots.
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ SCENARIOS = {
     "paced100": (100, 100, 50.0, 1),
     "bulk20": (20, 2000, 0.0, 1),
     "sync1": (1, 300, 100.0, 1),
+    "sync1bulk": (1, 5000, 0.0, 1),
     "seq": (1, 100, 0.0, 200),
 }
 CLIENTS = {
     "paced100": ["async", "async_uv", "floor_bp", "floor_bp_uv"],
     "bulk20": ["async", "async_uv", "floor_bp", "floor_bp_uv"],
     "sync1": ["sync", "floor_recv"],
+    "sync1bulk": ["sync", "floor_recv"],
     "seq": ["sync", "async", "bare_chat", "bare_post"],
 }
 OLD = {"async", "sync"}
