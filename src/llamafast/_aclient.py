@@ -16,7 +16,7 @@ import inspect
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._body import build_body
 from ._client_core import (
@@ -202,15 +202,36 @@ class AsyncClientStream(StreamState):
                     if not self._began or self._closed:
                         raise
                 self._start_stream()
-            # The stream: one item's events at a time, with no generator in between.
-            while True:
-                events = await self._pump()
-                if events is None:
-                    raise StopAsyncIteration
-                if self._watch:
-                    events += await self._budget()
-                if events:
-                    break
+            # The stream: one item's events at a time, with no generator or coroutine in
+            # between; the task sleeps only when the sink has nothing, one wake-up per arrival.
+            sink, conn = self._sink, self._conn
+            if conn is None or sink is None:
+                raise ConnectionResetError("the connection was closed")
+            try:
+                while True:
+                    events = sink.take()
+                    if events:
+                        if self._watch:
+                            events += await self._budget()
+                        break
+                    if sink.done or conn.parser.done:
+                        self._end(sink)
+                    if conn.stalled:
+                        raise SseTimeoutError()
+                    error = conn.error
+                    if error is not None:
+                        if isinstance(error, OSError):
+                            raise SseIoError(error) from error
+                        raise error
+                    if conn.eof:
+                        conn.parser.eof()
+                        self._end(sink)
+                    if conn.paused:
+                        conn.resume()
+                    waiter = conn.waiter = conn.loop.create_future()
+                    await waiter
+            except (SseError, ValueError) as err:
+                raise self._core.stream_error(err) from err
         except StopAsyncIteration:
             self._closed = True
             self._release()
@@ -340,41 +361,10 @@ class AsyncClientStream(StreamState):
         self._chat = sink.assembler
         conn.start_stream(sink, limits.stall_timeout)
 
-    async def _pump(self) -> list[ChatEvent] | None:
-        """The next item's events, waiting for bytes as needed; None once the body has ended
-        (and `.completion` is set). The reader's errors map to the client's."""
-        core = self._core
-        sink, conn = self._sink, self._conn
-        assert sink is not None
-        if conn is None:
-            raise ConnectionResetError("the connection was closed")
-        parser = conn.parser
-        try:
-            while True:
-                events = sink.take()
-                if events:
-                    return events
-                if sink.done or parser.done:
-                    break
-                if conn.stalled:
-                    raise SseTimeoutError()
-                error = conn.error
-                if error is not None:
-                    if isinstance(error, OSError):
-                        raise SseIoError(error) from error
-                    raise error
-                if conn.eof:
-                    parser.eof()
-                    break
-                if conn.paused:
-                    conn.resume()
-                waiter = conn.waiter = conn.loop.create_future()  # woken by the next arrival
-                await waiter
-            completion = sink.end()
-        except (SseError, ValueError) as err:
-            raise core.stream_error(err) from err
-        self._completion = core.finish(completion)
-        return None
+    def _end(self, sink: Sink) -> NoReturn:
+        """The body has ended: the Completion, or the error that says why there is none."""
+        self._completion = self._core.finish(sink.end())
+        raise StopAsyncIteration
 
     async def _budget(self) -> list[ChatEvent]:
         """The thinking budget after an item: the reasoning_end request, ThinkingCapped."""
