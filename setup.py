@@ -34,6 +34,7 @@ def extensions():
             extra_compile_args=cflags,
         ),
         "_chat_c": Extension("llamafast._chat_c", ["src/llamafast/_chat_c.pyx"]),
+        "_http_c": Extension("llamafast._http_c", ["src/llamafast/_http_c.pyx"]),
     }
     present = [ext for name, ext in defined.items() if (PKG / f"{name}.pyx").exists()]
     from Cython.Build import cythonize

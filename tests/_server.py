@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,11 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP = FIXTURES / "http"
 
 _ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
+
+
+UNAUTHORIZED_BODY = (
+    b'{"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}}'
+)
 
 
 def load(name: str) -> bytes:
@@ -94,6 +101,9 @@ def raw_response(status: int, reason: str, body: bytes, ctype: str = "applicatio
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     return head + body
+
+
+UNAUTHORIZED = raw_response(401, "Unauthorized", UNAUTHORIZED_BODY)
 
 
 def completion_id(raw: bytes) -> str | None:
@@ -133,6 +143,7 @@ class Reply:
     drop_pings: bool = False
     rst: bool = False
     hold: threading.Event | None = None
+    linger: float = 0.0  # keep the connection open this long after the answer (keep-alive)
 
     def render(self) -> bytes:
         raw = self.raw if self.raw is not None else load(self.name)
@@ -184,13 +195,27 @@ class Request:
     path: str
     body: bytes
     at: float
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 class ReplayServer:
     """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
 
-    def __init__(self, n_slots: int = 2) -> None:
+    def __init__(
+        self,
+        n_slots: int = 2,
+        pieces: int | None = None,
+        gap: float = 0.002,
+        tls: ssl.SSLContext | None = None,
+        prefix: str = "",
+    ) -> None:
+        self.tls = tls  # serve HTTPS with this context
+        self.prefix = prefix  # like a reverse proxy: serve under this path, 404 elsewhere
         self.n_slots = n_slots
+        # A remote-like server: every answer goes out in pieces of at most `pieces` bytes,
+        # `gap` seconds apart (a proxy, a slow network); None sends each write whole.
+        self.pieces = pieces
+        self.gap = gap
         self.script: list[Reply] | Callable[[dict[str, Any]], Reply] = []
         self.default = Reply("content_only")
         self.requests: list[Request] = []
@@ -199,6 +224,8 @@ class ReplayServer:
         self.reset_next = 0  # RST this many connections after reading their request
         self.control_reply: str | None = None  # answer every control request with this recording
         self.loading_until = 0.0
+        self.chat_loading = False  # /health says ok while the chat answers 503 Loading model
+        self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
         self._was_loading = False
         self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
@@ -218,7 +245,8 @@ class ReplayServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}{self.prefix}"
 
     def stop(self) -> None:
         self._stopped = True
@@ -319,6 +347,8 @@ class ReplayServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             request = self._read_request(conn)
             if request is None:
                 return
@@ -330,6 +360,11 @@ class ReplayServer:
             if reset:
                 _rst(conn)
                 return
+            if self.prefix:
+                if not request.path.startswith(self.prefix + "/"):
+                    self._sendall(conn, load("get_unknown_path"))
+                    return
+                request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
             self._route(conn, request)
         except OSError:
             pass
@@ -351,43 +386,59 @@ class ReplayServer:
         head, _, body = data.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method, target, _ = lines[0].split(" ", 2)
-        length = 0
+        headers = {}
         for line in lines[1:]:
             key, _, value = line.partition(":")
-            if key.strip().lower() == "content-length":
-                length = int(value.strip())
+            headers[key.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
         while len(body) < length:
             part = conn.recv(65536)
             if not part:
                 return None
             body += part
         conn.settimeout(None)
-        return Request(method, target.split("?")[0], body[:length], time.monotonic())
+        return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
 
     def _route(self, conn: socket.socket, req: Request) -> None:
         loading = time.monotonic() < self.loading_until
+        if self.api_key is not None and req.path != "/health":  # llama-server exempts /health
+            if req.headers.get("authorization") != f"Bearer {self.api_key}":
+                self._sendall(conn, UNAUTHORIZED)
+                return
+        if self.chat_loading and req.path.startswith("/v1/chat"):
+            self._sendall(conn, load("chat_while_loading"))
+            return
         if req.method == "GET" and req.path == "/health":
             if loading:
                 name = "get_health_loading"
             else:
                 name = "get_health_after_loading" if self._was_loading else "get_health"
-            conn.sendall(load(name))
+            self._sendall(conn, load(name))
         elif loading:
             name = "chat_while_loading" if req.path.startswith("/v1/chat") else "get_health_loading"
-            conn.sendall(load(name))
+            self._sendall(conn, load(name))
         elif req.method == "GET" and req.path == "/slots":
-            conn.sendall(self._slots())
+            self._sendall(conn, self._slots())
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
             body = json.loads(req.body)
             with self._lock:
                 self.controls.append(body)
                 known = body.get("id") in self._active_ids
             name = "control_reasoning_end" if known else "reasoning_control_unknown_id"
-            conn.sendall(load(self.control_reply or name))
+            self._sendall(conn, load(self.control_reply or name))
         elif req.method == "POST" and req.path == "/v1/chat/completions":
             self._chat(conn, req)
         else:
-            conn.sendall(load("get_unknown_path"))
+            self._sendall(conn, load("get_unknown_path"))
+
+    def _sendall(self, conn: socket.socket, data: bytes) -> None:
+        if self.pieces is None:
+            conn.sendall(data)
+            return
+        for at in range(0, len(data), self.pieces):
+            if at:
+                time.sleep(self.gap)
+            conn.sendall(data[at : at + self.pieces])
 
     def _slots(self) -> bytes:
         with self._lock:
@@ -398,7 +449,7 @@ class ReplayServer:
             return load("get_slots_while_busy")
         template = json.loads(split(load("get_slots"))[1])[0]
         slots = [dict(template, id=i, is_processing=b) for i, b in enumerate(busy)]
-        return raw_response(200, "OK", json.dumps(slots).encode())
+        return raw_response(200, "OK", json.dumps(slots, separators=(",", ":")).encode())
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -410,7 +461,14 @@ class ReplayServer:
 
     def _chat(self, conn: socket.socket, req: Request) -> None:
         body = json.loads(req.body)
-        slot = int(body.get("id_slot", 0)) % self.n_slots  # llama-server wraps the slot number
+        if "id_slot" in body:
+            slot = int(body["id_slot"]) % self.n_slots  # llama-server wraps the slot number
+        else:  # the server picks: an idle slot if there is one
+            with self._lock:
+                idle = [i for i in range(self.n_slots) if not self._processing[i]]
+                idle = [i for i in idle if i not in self._forced_busy]
+                slot = idle[0] if idle else 0
+                self._processing[slot] = True
         reply = self._next_reply(body)
         log = ChatLog(slot, body, req.at)
         with self._lock:
@@ -429,6 +487,8 @@ class ReplayServer:
                 self._send(conn, reply, raw, log)
                 if reply.rst:
                     _rst(conn)
+                elif reply.linger:
+                    self._wait(conn, time.monotonic() + reply.linger, log)
             finally:
                 self._done(slot, cid)
             log.ended = time.monotonic()
@@ -468,7 +528,7 @@ class ReplayServer:
             if offset >= release:
                 self._done(log.slot, None)
             try:
-                conn.sendall(piece)
+                self._sendall(conn, piece)
             except OSError:
                 self._client_closed(log)
                 return False

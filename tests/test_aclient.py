@@ -1,7 +1,7 @@
 # What only the asyncio client has: many concurrent streams on one client, task cancellation,
-# awaitable callbacks, and aiohttp as an optional extra. The rules it shares with Client are
+# awaitable callbacks, and no third-party dependency. The rules it shares with Client are
 # tested for both in test_client.py (its `drive` fixture).
-"""AsyncClient against tests/_server.py: concurrency, cancellation, the optional extra."""
+"""AsyncClient against tests/_server.py: concurrency, cancellation, standard library only."""
 
 from __future__ import annotations
 
@@ -187,23 +187,42 @@ def test_stream_state_and_completion_before_end(server: ReplayServer) -> None:
     asyncio.run(main())
 
 
-def test_without_aiohttp_the_import_error_names_the_extra(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "aiohttp", None)
-    with pytest.raises(ImportError, match=r"llamafast\[async\]"):
-        AsyncClient(Config())
-
-
-def test_import_llamafast_does_not_need_aiohttp() -> None:
+def test_async_client_needs_no_third_party_package(server: ReplayServer) -> None:
+    # Its transport is its own asyncio protocol: it streams with aiohttp unimportable.
     code = (
-        "import sys; sys.modules['aiohttp'] = None\n"
+        "import asyncio, sys; sys.modules['aiohttp'] = None\n"
         "import llamafast\n"
-        "llamafast.Client(llamafast.Config())\n"
-        "try:\n"
-        "    llamafast.AsyncClient(llamafast.Config())\n"
-        "except ImportError as err:\n"
-        "    print(err)\n"
+        f"cfg = llamafast.Config(llamafast.InferConfig(url={server.url!r}))\n"
+        "req = llamafast.ChatRequest(0, [llamafast.User('x')])\n"
+        "done = asyncio.run(llamafast.AsyncClient(cfg).complete(req))\n"
+        "print(done.content)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'llamafast[async]'" in done.stdout
+    assert done.stdout.strip() == expected("content_only")[1].content  # type: ignore[union-attr]
+
+
+def test_under_uvloop_streams_queue_and_stall_alike(server: ReplayServer) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    raw = load("content_only")
+    server.script = [
+        Reply("reasoning_then_content"),
+        Reply(),
+        Reply(pause_at=event_offset(raw, 3), pause_s=2.0),
+    ]
+
+    async def main() -> list[object]:
+        client = AsyncClient(cfg(server, stall_timeout=0.3))
+        first = client.complete(ChatRequest(0, [User("a")]))
+        second = client.complete(ChatRequest(0, [User("b")]))
+        done = list(await asyncio.gather(first, second))
+        try:
+            await client.complete(ChatRequest(0, [User("c")]))
+        except llamafast.StalledError as err:
+            done.append(err)
+        return done
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        first, second, stalled = runner.run(main())
+    assert first == expected("reasoning_then_content")[1]
+    assert second == expected("content_only")[1]
+    assert isinstance(stalled, llamafast.StalledError)

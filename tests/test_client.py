@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import http.client
 import itertools
@@ -32,6 +33,7 @@ from _server import (
     split,
 )
 from llamafast import (
+    AsyncClient,
     BusyError,
     ChatRequest,
     Client,
@@ -61,8 +63,9 @@ from llamafast import (
     WaitTimeoutError,
     build_body,
 )
-from llamafast._client import backoff_ms, poll_delays
+from llamafast._client_core import backoff_ms, poll_delays
 
+CHAT = "/v1/chat/completions"
 STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]
 STREAMS += ["long_prompt_progress", "usage_chunk"]
 
@@ -82,9 +85,11 @@ def drive(request: pytest.FixtureRequest) -> Driver:
     return SyncDriver() if request.param == "sync" else AsyncDriver()
 
 
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with ReplayServer() as srv:
+@pytest.fixture(params=["whole", "pieces"])
+def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
+    """The loopback server, sending each answer whole, and again as a remote server or a proxy
+    might: in pieces of at most 97 bytes, 2 ms apart."""
+    with ReplayServer(pieces=97 if request.param == "pieces" else None) as srv:
         yield srv
 
 
@@ -250,6 +255,8 @@ def test_poll_delays_back_off_and_stay_bounded() -> None:
 
 
 def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None:
+    # The first request of a client asks /slots (for the slot count): a busy slot is said at
+    # once, and the chat is sent at once too (the server holds it until the slot is free).
     t0 = time.monotonic()
     holder = server.busy_for(0, 0.3)
     out = drive.run(cfg(server), req(0))
@@ -257,8 +264,41 @@ def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None
     assert out.events[0] == Waiting(slot_busy=True)
     assert out.events.count(Waiting(slot_busy=True)) == 1
     assert out.ok() == expected("content_only")[1]
-    assert server.chat_logs()[0].arrived - t0 >= 0.3  # sent only once the slot was free
-    assert server.paths().count("/slots") >= 2
+    assert server.chat_logs()[0].started - t0 >= 0.3  # answered only once the slot was free
+    assert server.paths() == ["/slots", "/v1/chat/completions"]  # no polling
+
+
+def test_busy_slot_later_is_found_when_the_first_byte_is_late(server: ReplayServer) -> None:
+    # The slot count is cached: the next request goes straight to the chat, and asks /slots
+    # only when no byte came for slot_check_delay; then Waiting(slot_busy=True), once.
+    client = Client(cfg(server, slot_check_delay=0.1))
+    assert SyncDriver.run_on(client, req(0)).ok()
+    assert server.paths() == ["/slots", "/v1/chat/completions"]
+    holder = server.busy_for(0, 0.4)
+    out = SyncDriver.run_on(client, req(0))
+    holder.join()
+    assert out.ok() == expected("content_only")[1]
+    assert out.events[0] == Waiting(slot_busy=True)
+    assert out.events.count(Waiting(slot_busy=True)) == 1
+    assert server.paths()[2:] == ["/v1/chat/completions", "/slots"]
+    # a free slot: no /slots at all
+    assert SyncDriver.run_on(client, req(0)).ok()
+    assert server.paths()[4:] == ["/v1/chat/completions"]
+
+
+def test_busy_slot_later_async(server: ReplayServer) -> None:
+    async def main() -> tuple[Outcome, Outcome]:
+        async with AsyncClient(cfg(server, slot_check_delay=0.1)) as client:
+            first = await AsyncDriver.run_on(client, req(0))
+            holder = server.busy_for(0, 0.4)
+            second = await AsyncDriver.run_on(client, req(0))
+            holder.join()
+            return first, second
+
+    first, second = asyncio.run(main())
+    assert first.ok() and second.ok() == expected("content_only")[1]
+    assert second.events[0] == Waiting(slot_busy=True)
+    assert server.paths() == ["/slots", CHAT, CHAT, "/slots"]
 
 
 def test_busy_slot_without_waiting_is_busy_error(drive: Driver, server: ReplayServer) -> None:
@@ -276,7 +316,7 @@ def test_busy_slot_longer_than_wait_timeout(drive: Driver, server: ReplayServer)
     out.raised(WaitTimeoutError)
     assert out.events == [Waiting(slot_busy=True)]
     assert 0.3 <= out.elapsed < 1.0
-    assert "/v1/chat/completions" not in server.paths()
+    assert server.paths() == ["/slots", CHAT]
 
 
 def test_busy_slot_of_another_slot_does_not_matter(drive: Driver, server: ReplayServer) -> None:
@@ -300,16 +340,44 @@ def test_slot_count_comes_from_the_server(drive: Driver) -> None:
         assert "4 slots" in str(drive.run(cfg(srv), req(4)).raised(ValueError))
 
 
+@pytest.mark.parametrize("n_slots", [52, 128])
+def test_slots_answer_over_64_kib(drive: Driver, n_slots: int) -> None:
+    # About 1.3 KB a slot in llama-server's shape: 52 slots pass 64 KiB.
+    with ReplayServer(n_slots=n_slots) as srv:
+        assert len(split(srv._slots())[1]) > 1 << 16
+        assert drive.run(cfg(srv), req(n_slots - 1)).ok()
+        err = drive.run(cfg(srv), req(n_slots)).raised(ValueError)
+        assert f"{n_slots} slots" in str(err)
+
+
+def test_slots_answer_arriving_in_pieces(drive: Driver) -> None:
+    with ReplayServer(n_slots=4, pieces=1000, gap=0.02) as srv:
+        assert len(split(srv._slots())[1]) > 3000
+        assert drive.run(cfg(srv), req(3)).ok()
+        assert "4 slots" in str(drive.run(cfg(srv), req(4)).raised(ValueError))
+
+
+def test_error_body_arriving_in_pieces_is_read_whole(drive: Driver) -> None:
+    with ReplayServer(pieces=64, gap=0.01) as srv:
+        srv.script = [Reply("error_context_exceeded")]
+        err = drive.run(cfg(srv), req()).raised(HttpError)
+        assert err.body == split(load("error_context_exceeded"))[1].decode()
+
+
 def test_silent_busy_slot_is_bounded_by_wait_timeout(drive: Driver, server: ReplayServer) -> None:
     # Busy after /slots said free (another client got there first): no byte at all.
     hold = threading.Event()
     server.script = [Reply(hold=hold)]
     try:
-        out = drive.run(cfg(server, wait_timeout=0.3, stall_timeout=0.1), req(0))
+        out = drive.run(
+            cfg(server, wait_timeout=0.3, stall_timeout=0.1, slot_check_delay=0.05), req(0)
+        )
     finally:
         hold.set()
     out.raised(WaitTimeoutError)
-    assert out.events == [] and 0.3 <= out.elapsed < 1.0
+    # /slots said free; the late first byte made the client ask again: now it is processing
+    assert out.events == [Waiting(slot_busy=True)] and 0.3 <= out.elapsed < 1.0
+    assert server.paths() == ["/slots", CHAT, "/slots"]
 
 
 def test_busy_slot_recording_replayed_at_its_pace(drive: Driver, server: ReplayServer) -> None:
@@ -672,3 +740,138 @@ def test_http_client_not_left_open(server: ReplayServer) -> None:
         list(stream)
         assert stream._conn is None or isinstance(stream._conn, http.client.HTTPConnection)
     assert stream._conn is None
+
+
+# --- API keys, slot=None, a router that says ok while the model loads ----------------------
+
+
+def test_the_api_key_goes_with_every_request(drive: Driver, server: ReplayServer) -> None:
+    server.api_key = "k-123"
+    server.load_for(0.8)  # the client polls /health
+    server.script = [capped_reply()]  # and asks the control endpoint
+    limits = Limits(**{**FAST, "thinking_budget": 20})  # type: ignore[arg-type]
+    config = Config(InferConfig(url=server.url, api_key="k-123"), limits)
+    out = drive.run(config, req(thinking=True))
+    assert out.ok().thinking_capped
+    assert {"/slots", "/health", CHAT, CHAT + "/control"} <= set(server.paths())
+    assert [r.headers.get("authorization") for r in server.requests] == ["Bearer k-123"] * len(
+        server.requests
+    )
+
+
+def test_a_wrong_key_is_http_401_and_the_key_is_never_shown(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.api_key = "right"
+    config = Config(InferConfig(url=server.url, api_key="wrong-sekrit"), Limits(**FAST))  # type: ignore[arg-type]
+    out = drive.run(config, req())
+    err = out.raised(HttpError)
+    assert err.status == 401 and "Invalid API Key" in str(err)
+    shown = str(err) + repr(err) + repr(config) + repr(Client(config)) + repr(out.stream)
+    assert "wrong-sekrit" not in shown
+
+
+def test_without_a_key_nothing_is_sent(drive: Driver, server: ReplayServer) -> None:
+    assert drive.run(cfg(server), req()).ok()
+    assert all("authorization" not in r.headers for r in server.requests)
+
+
+def _body_takes_slot_none() -> bool:
+    try:
+        build_body(Config(), ChatRequest(None, [User("x")]))
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _body_takes_slot_none(), reason="build_body does not take slot=None yet")
+def test_slot_none_requests_are_not_ordered_and_run_at_once(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.script = lambda body: slow(seconds=0.4)
+    reqs = [ChatRequest(None, [User("a")]), ChatRequest(None, [User("b")])]
+    outs = drive.run_many(cfg(server), reqs)
+    for out in outs:
+        assert out.ok() == expected("content_only")[1]
+        assert out.events == expected("content_only")[0]  # no Queued
+    first, second = sorted(server.chat_logs(), key=lambda log: log.started)
+    assert second.started < first.ended  # side by side, on the two slots
+    assert {first.slot, second.slot} == {0, 1}
+    assert "id_slot" not in first.body and "/slots" not in server.paths()
+
+
+def test_load_timeout_when_health_is_ok_but_the_chat_still_loads(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.chat_loading = True  # a proxy or a router in front of llama-server
+    out = drive.run(cfg(server, load_timeout=0.3), req())
+    err = out.raised(LoadTimeoutError)
+    assert "0.3" in str(err) and out.events == [Waiting(slot_busy=False)]
+    assert 0.3 <= out.elapsed < 1.5
+    assert server.paths().count(CHAT) >= 2 and "/health" in server.paths()
+
+
+# --- the transport: HTTPS, a path prefix, keep-alive answers --------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", key, "-out", cert, "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
+def test_https(drive: Driver, tls_files: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    import llamafast._transport
+
+    cert, key = tls_files
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    trusted = ssl.create_default_context(cafile=cert)
+    monkeypatch.setattr(llamafast._transport, "_SSL", trusted)
+    with ReplayServer(tls=served) as srv:
+        srv.script = [Reply("reasoning_then_content")]
+        assert srv.url.startswith("https://")
+        out = drive.run(cfg(srv), req())
+        assert out.ok() == expected("reasoning_then_content")[1]
+        assert out.events == expected("reasoning_then_content")[0]
+        assert srv.paths() == ["/slots", CHAT]
+    # a certificate the client does not trust is a ConnectError, not a silent plain request
+    monkeypatch.setattr(llamafast._transport, "_SSL", ssl.create_default_context())
+    with ReplayServer(tls=served) as srv:
+        out = drive.run(cfg(srv, retries=0), req())
+        assert isinstance(out.raised(ConnectError).error, ssl.SSLError)
+
+
+def test_a_path_prefix_is_kept_on_every_request(drive: Driver) -> None:
+    with ReplayServer(prefix="/llm/v1x") as srv:
+        srv.load_for(0.3)
+        out = drive.run(cfg(srv), req())
+        assert out.ok() == expected("content_only")[1]
+        assert all(r.path.startswith("/llm/v1x/") for r in srv.requests)
+        assert {"/llm/v1x" + p for p in ("/slots", "/health", CHAT)} <= set(srv.paths())
+
+
+def test_a_keep_alive_answer_ends_by_its_framing(drive: Driver, server: ReplayServer) -> None:
+    head, body = split(load("content_only"))
+    keep = head.replace(b"Connection: close", b"Connection: keep-alive")
+    server.script = [Reply(raw=keep + body, linger=3.0)]
+    out = drive.run(cfg(server), req())
+    assert out.ok() == expected("content_only")[1]
+    assert out.elapsed < 1.5  # the server kept the connection open: the client did not wait

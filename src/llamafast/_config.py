@@ -134,6 +134,9 @@ class Limits:
     thinking_budget: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before reasoning_end; 0: off")
     thinking_hard_cap: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before closing; 0: off")
     sse_ping_interval: float = _r(0.0, 0.0, 3600.0, doc="ask the server to ping; 0: don't")
+    slot_check_delay: float = _r(
+        0.25, 0.0, open_lo=True, doc="seconds without a first byte before asking /slots"
+    )
 
     def __post_init__(self) -> None:
         _check(self, "limits")

@@ -1,0 +1,171 @@
+# The HTTP/1.1 response parser against every recorded answer, fed whole, a byte at a time and
+# split at random: the head and the body (framing cut out) must not depend on the split.
+"""ResponseParser: heads, chunked / Content-Length / until-close bodies, and its refusals."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from _server import dechunk, split
+from llamafast import TruncatedError
+from llamafast._http_py import HttpParseError
+from llamafast._http_py import ResponseParser as PureParser
+
+try:
+    from llamafast._http_c import ResponseParser as CParser
+except ImportError:  # not built
+    CParser = None
+
+TWINS = [PureParser] if CParser is None else [PureParser, CParser]
+
+
+@pytest.fixture(params=TWINS, ids=lambda cls: cls.__module__.rsplit(".", 1)[-1])
+def twin(request: pytest.FixtureRequest) -> type:
+    return request.param  # type: ignore[no-any-return]
+
+
+HTTP = Path(__file__).resolve().parent.parent / "fixtures" / "http"
+NAMES = sorted(p.stem for p in HTTP.glob("*.http"))
+
+
+def parse(
+    raw: bytes, cuts: list[int], size: int = 1 << 16, twin: Any = PureParser
+) -> tuple[Any, bytes]:
+    parser = twin(size)
+    body = bytearray()
+    pos = 0
+    for end in [*sorted(set(cuts)), len(raw)]:
+        while pos < end:
+            free = parser.free()
+            n = min(len(free), end - pos)
+            free[:n] = raw[pos : pos + n]
+            pos += n
+            for piece in parser.filled(n):
+                body += piece
+    return parser, bytes(body)
+
+
+def expected_body(raw: bytes) -> bytes:
+    head, body = split(raw)
+    if b"transfer-encoding: chunked" in head.lower():
+        return b"".join(dechunk(body))
+    return body
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_recording_whole_bytewise_and_split(twin: type, name: str) -> None:
+    raw = (HTTP / f"{name}.http").read_bytes()
+    want = expected_body(raw)
+    rng = random.Random(name)
+    for cuts in ([], list(range(len(raw))), rng.sample(range(len(raw)), min(30, len(raw)))):
+        parser, body = parse(raw, cuts, twin=twin)
+        assert body == want
+        assert parser.status == int(raw.split(b" ", 2)[1])
+        assert parser.headers["content-type"]
+        parser.eof()  # complete: no error
+
+
+@given(st.lists(st.binary(max_size=300), max_size=8), st.data())
+def test_chunked_bodies_of_any_shape(payloads: list[bytes], data: st.DataObject) -> None:
+    body = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(p), p) for p in payloads if p) + b"0\r\n\r\n"
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body + b"junk"
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=10))
+    for twin in TWINS:
+        parser, got = parse(raw, cuts, size=400, twin=twin)
+        assert got == b"".join(payloads) and parser.done
+
+
+def test_body_until_close(twin: type) -> None:
+    parser, body = parse(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nabc", [20], twin=twin)
+    assert body == b"abc" and not parser.done and not parser.keep_alive
+    parser.eof()
+
+
+def test_cut_bodies_are_truncated(twin: type) -> None:
+    for raw in (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab",
+    ):
+        parser, _ = parse(raw, [], twin=twin)
+        with pytest.raises(TruncatedError):
+            parser.eof()
+    parser, _ = parse(b"HTTP/1.1 200 OK\r\nContent-", [], twin=twin)
+    with pytest.raises(HttpParseError, match="before a complete response head"):
+        parser.eof()
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b"SSH-2.0-OpenSSH\r\n\r\n", "status line"),
+        (b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n", "without a colon"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "hexadecimal"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x1\r\n", "hexadecimal"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n", "hexadecimal"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 16 + b"\r\n",
+            "hexadecimal",
+        ),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", "CRLF"),
+    ],
+)
+def test_malformed_responses_are_refused(twin: type, raw: bytes, says: str) -> None:
+    with pytest.raises(HttpParseError, match=says):
+        parse(raw, [], twin=twin)
+
+
+def test_a_head_longer_than_the_buffer(twin: type) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nX: " + b"a" * 100 + b"\r\n\r\n"
+    with pytest.raises(HttpParseError, match="longer than 64 bytes"):
+        parse(raw, [], size=64, twin=twin)
+
+
+def test_views_stay_valid_while_held_and_the_buffer_never_resizes(twin: type) -> None:
+    parser = twin(64)
+    raw = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 100
+    held = []
+    pos = 0
+    while pos < len(raw):
+        free = parser.free()  # compaction with views held: same size, so no BufferError
+        n = min(len(free), len(raw) - pos, 7)
+        free[:n] = raw[pos : pos + n]
+        pos += n
+        held.extend(parser.filled(n))
+    assert parser.done
+
+
+def outcome(twin: Any, raw: bytes, cuts: list[int], size: int) -> tuple[Any, ...]:
+    try:
+        parser, body = parse(raw, cuts, size=size, twin=twin)
+    except (HttpParseError, TruncatedError) as err:
+        return ("error", type(err), str(err))
+    try:
+        parser.eof()
+        end = "ok"
+    except (HttpParseError, TruncatedError) as err:
+        end = f"{type(err).__name__}: {err}"
+    return (parser.status, parser.headers, parser.done, body, end)
+
+
+@pytest.mark.skipif(CParser is None, reason="the Cython twin is not built")
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"1", b"a", b"F", b"0", b";x=1", b" ", b"\t", b"\r", b"\n", b"\r\n", b"z", b"ab"]
+        ),
+        max_size=40,
+    ),
+    st.lists(st.integers(0, 300), max_size=6),
+    st.sampled_from([32, 64, 1 << 16]),
+)
+def test_twins_agree_on_any_chunked_bytes(parts: list[bytes], cuts: list[int], size: int) -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"".join(parts)
+    cuts = [c for c in cuts if c <= len(raw)]
+    assert outcome(PureParser, raw, cuts, size) == outcome(CParser, raw, cuts, size)
