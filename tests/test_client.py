@@ -57,6 +57,7 @@ from llamafast import (
     StreamClosedEarlyError,
     ThinkingCapped,
     ThinkingOverrunError,
+    ToolCallDelta,
     TruncatedError,
     User,
     Waiting,
@@ -120,6 +121,35 @@ def test_replays_each_recording_to_its_expected_events_and_completion(
     events, completion = expected(name)
     assert out.events == events
     assert out.ok() == completion
+
+
+def test_the_stream_gives_tool_arguments_parsed_so_far(server: ReplayServer) -> None:
+    # A client stream hands out its assembler's partial arguments, as ChatStream does.
+    def check(stream: object, seen: list[object]) -> None:
+        call = stream.completion.tool_calls[0]  # type: ignore[attr-defined]
+        assert len(seen) > 3 and seen[-1] == call.parse_arguments() == json.loads(call.arguments)
+        assert seen[0] != seen[-1]  # it grew as the pieces came
+
+    server.script = [Reply("tool_call")]
+    seen: list[object] = []
+    with Client(cfg(server)).stream(req()) as stream:
+        with pytest.raises(IndexError):
+            stream.partial_arguments(0)
+        for ev in stream:
+            if isinstance(ev, ToolCallDelta):
+                seen.append(stream.partial_arguments(ev.index))
+    check(stream, seen)
+
+    async def run() -> None:
+        server.script = [Reply("tool_call")]
+        seen.clear()
+        async with AsyncClient(cfg(server)) as client, client.stream(req()) as astream:
+            async for ev in astream:
+                if isinstance(ev, ToolCallDelta):
+                    seen.append(astream.partial_arguments(ev.index))
+        check(astream, seen)
+
+    asyncio.run(run())
 
 
 def test_sends_the_built_body_after_asking_slots(drive: Driver, server: ReplayServer) -> None:

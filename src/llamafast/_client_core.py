@@ -388,6 +388,13 @@ class StreamState:
     def thinking_capped(self) -> bool:
         return self._core.capped
 
+    def partial_arguments(self, index: int) -> Any:
+        """The arguments of tool call `index` parsed as far as they have arrived (see
+        `Assembler.partial_arguments`); IndexError before that call has begun."""
+        if self._chat is None:
+            raise IndexError(f"there is no tool call {index} yet: no chunk has arrived")
+        return self._chat.partial_arguments(index)
+
 
 class RequestCore:
     """The rules of one request, from joining its slot's line to the end of its stream.
