@@ -112,7 +112,6 @@ def test_client_stream_is_llamafast_client_stream_without_connecting() -> None:
 
 
 def test_async_client_stream_is_llamafast_async_client_stream_without_connecting() -> None:
-    pytest.importorskip("aiohttp", reason="AsyncClient needs the [async] extra")
     cfg = Config(InferConfig(url=f"http://127.0.0.1:{_closed_port()}"))
 
     async def main() -> type:

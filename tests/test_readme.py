@@ -105,8 +105,6 @@ def test_the_block_runs(
     marker = NOT_RUN.search(block.above)
     if marker:
         pytest.skip(f"README.md:{block.line} is marked not run: {marker['reason']}")
-    if "AsyncClient" in block.text:
-        pytest.importorskip("aiohttp", reason=f"README.md:{block.line} needs llamafast[async]")
     toml, n = URL_LINE.subn(f'url = "{server.url}"', _config_file())
     assert n == 1, "the README's llamafast.toml must set [infer] url"
     (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")
