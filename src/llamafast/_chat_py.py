@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from ._assemble_py import Assembler
-from ._sse_py import MAX_LINE, Events, aiter_events
+from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events
 from ._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
@@ -19,13 +19,15 @@ _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 _CLOSED = "the stream was closed before it ended"
 
 
-class _State:
+class _State(Pending):
     """What the sync and async streams share: the assembler, the events not yet handed out, the
-    outcome (a Completion or a latched error) and the read-only state for the client."""
+    outcome (a Completion or a latched error) and the read-only state for the client. One
+    caller at a time (OneCaller): a second __next__ / __anext__ / __init__ while one runs is
+    refused and the first goes on."""
 
-    __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_error", "_pending")
+    __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_error")
 
-    def __init__(self) -> None:
+    def _reset(self) -> None:
         self._assembler = Assembler()
         self._pending: list[ChatEvent] = []  # the current item's events not handed out, reversed
         self._completion: Completion | None = None
@@ -58,14 +60,6 @@ class _State:
     def is_finished(self) -> bool:
         return self._assembler.is_finished
 
-    def _handout(self, events: list[ChatEvent]) -> ChatEvent:
-        """The first of a non-empty `events`; the others wait in `_pending`."""
-        if len(events) == 1:
-            return events[0]
-        events.reverse()
-        self._pending = events
-        return events.pop()
-
     def _mark_closed(self) -> bool:
         """Stop the iteration; whether this is the first close."""
         first = not self._closed
@@ -80,9 +74,14 @@ class ChatStream(_State):
     __slots__ = ("_next_item", "_reader")
 
     def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
-        super().__init__()
-        self._reader = reader
-        self._next_item = Events(reader, max_line).next_item
+        self._enter("__init__")
+        try:
+            next_item = Events(reader, max_line).next_item
+            self._reset()
+            self._reader = reader
+            self._next_item = next_item
+        finally:
+            self._busy.release()
 
     def __iter__(self) -> ChatStream:
         return self
@@ -90,6 +89,14 @@ class ChatStream(_State):
     def __next__(self) -> ChatEvent:
         if self._pending:
             return self._pending.pop()
+        # Nothing is pending while a call runs, so a second caller always gets here.
+        self._enter("__next__")
+        try:
+            return self._next()
+        finally:
+            self._busy.release()
+
+    def _next(self) -> ChatEvent:
         if self._error is not None:
             raise self._error  # COMMON.md: errors are latched
         if self._ended:
@@ -133,22 +140,24 @@ class ChatStream(_State):
         self.close()
 
 
-class AsyncChatStream(_State):
+class AsyncChatStream(_State, AsyncPending):
     """The same over an async byte source (httpx `aiter_bytes`, aiohttp `iter_any`)."""
 
     __slots__ = ("_items", "_source")
 
     def __init__(self, source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> None:
-        super().__init__()
-        self._source = source
-        self._items = aiter_events(source, max_line)
+        self._enter("__init__")
+        try:
+            items = aiter_events(source, max_line)
+            self._reset()
+            self._source = source
+            self._items = items
+        finally:
+            self._busy.release()
 
-    def __aiter__(self) -> AsyncChatStream:
-        return self
-
-    async def __anext__(self) -> ChatEvent:
-        if self._pending:
-            return self._pending.pop()
+    async def _next(self) -> ChatEvent:
+        # A cancelled await leaves everything as it was: the SSE reader (aiter_events) goes on
+        # from the source next time, or raises CancelledReadError if the source ended for good.
         if self._error is not None:
             raise self._error
         if self._ended:
