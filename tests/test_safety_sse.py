@@ -14,6 +14,7 @@ import gc
 import pickle
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +32,13 @@ from _safety import (
     share,
     split,
 )
-from llamafast import LlamafastError, NotUtf8Error, SseError, TruncatedError
+from llamafast import (
+    LineTooLongError,
+    LlamafastError,
+    NotUtf8Error,
+    SseError,
+    TruncatedError,
+)
 
 # Lines with multi-byte UTF-8 (2, 3 and 4 bytes), so a rewritten byte in a scanned line would
 # show as a wrong or invalid str rather than pass unnoticed.
@@ -435,29 +442,44 @@ def test_two_threads_on_one_events(impl: types.SimpleNamespace) -> None:
             assert part == sorted(part, key=int)
 
 
-def test_two_threads_feeding_one_decoder(impl: types.SimpleNamespace) -> None:
-    """The window for a second thread is the Python code of an error raised inside feed."""
-    for round_ in range(200):
-        decoder = impl.SseDecoder(max_line=40)
-        chunk = b"data: ok\n" * 3 + (b"data: \xff\n" if round_ % 2 else b"data: " + b"y" * 50)
-        seen: list[Any] = []
-        errors: list[BaseException] = []
+def test_two_threads_feeding_one_decoder(impl: types.SimpleNamespace, monkeypatch) -> None:
+    """The window for a second thread is the Python code of an error raised inside feed: made
+    wide here (the error's __init__ lets other threads run), with the two threads feeding
+    chunks of very different lengths, so that one's offsets would fall outside the other's
+    bytes. Every feed that gets in returns exactly the items of its own chunk."""
+    for cls in (NotUtf8Error, LineTooLongError):
+        init = cls.__init__
 
-        def worker() -> None:
+        def slow_init(self: Any, *args: Any, _init: Any = init) -> None:
+            _init(self, *args)
+            time.sleep(0.0002)  # another thread runs now
+
+        monkeypatch.setattr(cls, "__init__", slow_init)
+    for round_ in range(100):
+        decoder = impl.SseDecoder(max_line=40)
+        bad = b"data: \xff\n" if round_ % 2 else b"data: " + b"y" * 50
+        chunks = [b"data: ok\n" * 300 + bad, b"data: ok\n"]
+        calls: list[tuple[int, Any]] = []
+
+        def worker(i: int) -> None:
             for _ in range(3):
                 try:
-                    seen.extend(decoder.feed(chunk))  # noqa: B023
+                    calls.append((i, decoder.feed(chunks[i])))  # noqa: B023
                 except (RuntimeError, SseError) as err:
-                    errors.append(err)  # noqa: B023
+                    calls.append((i, err))  # noqa: B023
 
         with fast_switching():
-            workers = [threading.Thread(target=worker) for _ in range(2)]
+            workers = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join()
-        assert seen == ["ok"] * 3  # from the one feed that got in first
-        assert all(isinstance(e, SseError) or ALL_BUSY in str(e) for e in errors)
+        for i, outcome in calls:
+            if isinstance(outcome, RuntimeError):
+                assert ALL_BUSY in str(outcome)
+            elif not isinstance(outcome, SseError):
+                assert outcome == ["ok"] * (300 if i == 0 else 1)
+        assert any(isinstance(o, SseError) for _, o in calls)
 
 
 # --- aiter_events: cancellation, and one task at a time --------------------------------------
