@@ -146,10 +146,22 @@ def test_a_stream_never_initialised_raises(impl: types.SimpleNamespace, how) -> 
     for _ in range(2):
         with pytest.raises(RuntimeError, match=UNINIT):
             next(stream)
+    for use in (
+        lambda s: s.completion,
+        lambda s: s.id,
+        lambda s: s.reasoning_tokens,
+        lambda s: s.in_reasoning,
+        lambda s: s.is_finished,
+        lambda s: s.close(),
+    ):
+        with pytest.raises(RuntimeError, match=UNINIT):
+            use(stream)
     astream = make(impl.AsyncChatStream)
     for _ in range(2):
         with pytest.raises(RuntimeError, match=UNINIT):
             asyncio.run(astream.__anext__())
+    with pytest.raises(RuntimeError, match=UNINIT):
+        asyncio.run(astream.aclose())
 
 
 # --- a chunk is all or nothing ------------------------------------------------------------------

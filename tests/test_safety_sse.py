@@ -9,9 +9,11 @@ or invent data: it works, or it is a named error that says what happened.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import gc
 import pickle
+import socket
 import sys
 import threading
 import time
@@ -208,6 +210,99 @@ def test_the_buffer_is_the_readers_to_keep_even_with_exports(impl: types.SimpleN
 
     assert list(impl.Events(Pickling())) == TEXTS
     assert len(kept) == len(split(BODY, 5000)) + 1
+
+
+class ScribbledReader:
+    """readinto1, one chunk per read; keeps a ctypes array over every buffer it is handed, and
+    a thread of its own writes 0xFF through all but the newest, without the GIL
+    (ctypes.memset), for as long as the stream is read."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+        self.kept: list[Any] = []
+        self.done = threading.Event()
+        self.passed = threading.Event()  # a pass over the kept views is over
+        self.writes = 0
+        self.thread = threading.Thread(target=self.scribble)
+        self.thread.start()
+
+    def scribble(self) -> None:
+        while not self.done.is_set():
+            for a in self.kept[:-1]:
+                ctypes.memset(ctypes.addressof(a), 0xFF, len(a))
+                self.writes += 1
+            self.passed.set()
+            time.sleep(0)
+
+    def readinto1(self, b: memoryview) -> int:
+        writes = self.writes
+        while len(self.kept) > 1 and self.writes == writes:  # one write at least per read
+            self.passed.clear()
+            self.passed.wait(5)
+        chunk = self.chunks.pop(0) if self.chunks else b""
+        b[: len(chunk)] = chunk
+        self.kept = [*self.kept[-3:], (ctypes.c_ubyte * len(b)).from_buffer(b)]
+        return len(chunk)
+
+
+@pytest.mark.parametrize("size", [11, 500])
+def test_a_thread_writing_through_kept_views_changes_nothing(impl, size) -> None:
+    for _ in range(5):
+        reader = ScribbledReader(split(BODY, size))
+        try:
+            with fast_switching():
+                assert list(impl.Events(reader)) == TEXTS
+        finally:
+            reader.done.set()
+            reader.thread.join()
+        assert reader.writes
+
+
+def test_feed_copies_a_buffer_another_thread_writes(impl: types.SimpleNamespace) -> None:
+    """feed(memoryview of a bytearray) while another thread's socket.recv_into rewrites it
+    without the GIL: every item handed out is a well-formed str of what was there at some
+    moment, never one built from bytes that changed after they were checked."""
+    line = b"data: " + "é".encode() * 2000 + b"\n"
+    buf = bytearray(line * 4)
+    payload = memoryview(buf)[6:4006]  # the first line's text, rewritten in place
+    ours, theirs = socket.socketpair()
+    done = threading.Event()
+
+    def send() -> None:
+        pattern = "é".encode() * 50000 + b"A" + "é€".encode() * 20000
+        with contextlib.suppress(OSError):  # the socket is shut down at the end
+            while not done.is_set():
+                theirs.sendall(pattern)
+
+    def receive() -> None:
+        with contextlib.suppress(OSError):
+            while not done.is_set() and ours.recv_into(payload):
+                pass
+
+    threads = [threading.Thread(target=send), threading.Thread(target=receive)]
+    for t in threads:
+        t.start()
+    items = 0
+    try:
+        for _ in range(400):
+            decoder = impl.SseDecoder()
+            try:
+                got = decoder.feed(memoryview(buf))
+            except NotUtf8Error:
+                continue
+            for item in got:
+                assert item.encode("utf-8").decode("utf-8") == item
+                assert item.isascii() == all(c < "\x80" for c in item)
+                assert set(item) <= {"é", "A", "€"}
+                items += 1
+    finally:
+        done.set()
+        theirs.shutdown(socket.SHUT_RDWR)  # ends the sender and the receiver
+        for t in threads:
+            t.join()
+        theirs.close()
+        ours.close()
+    assert items
 
 
 # --- what readinto may return ---------------------------------------------------------------

@@ -61,6 +61,13 @@ cdef class _State:
         self._ended = self._closed = self._eof = False
         return 0
 
+    cdef inline int _ready(self) except -1:
+        """RuntimeError for a stream whose __init__ never ran (as the pure twin's, for every
+        property and method)."""
+        if self._dec is None:
+            raise uninitialised_error(self)
+        return 0
+
     cdef int _latch(self, object err) except -1:
         """Latch `err`. A chunk is all or nothing: the events already built from the chunk
         that failed (past _pos) are dropped, never handed out after its error."""
@@ -71,6 +78,7 @@ cdef class _State:
     @property
     def completion(self):
         """The Completion once iteration has ended cleanly (COMMON.md, ChatStream)."""
+        self._ready()
         if self._completion is not None:
             return self._completion
         if self._error is not None:
@@ -79,18 +87,22 @@ cdef class _State:
 
     @property
     def id(self):
+        self._ready()
         return self._asm._id
 
     @property
     def reasoning_tokens(self):
+        self._ready()
         return self._asm._reasoning_tokens
 
     @property
     def in_reasoning(self):
+        self._ready()
         return self._asm._in_reasoning
 
     @property
     def is_finished(self):
+        self._ready()
         return self._asm._finish_reason is not None
 
     cdef object _drain(self):
@@ -129,6 +141,7 @@ cdef class _State:
 
     cdef int _mark_closed(self) except -1:
         """Stop the iteration; 1 if this is the first close."""
+        self._ready()
         cdef bint first = not self._closed
         self._closed = self._ended = True
         self._pending = []
