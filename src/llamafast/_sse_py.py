@@ -318,12 +318,10 @@ class Events(Pending):
         self._method = name  # for the messages about what it returned
         self._readinto: Any = None
         self._read: Any = None
-        self._buffer = memoryview(bytearray(0))
+        self._buffer = bytearray(0)
         if name.startswith("readinto"):
             self._readinto = method
-            # The decoder copies what the reader wrote before scanning it, so a view of this
-            # buffer that the reader keeps can change nothing already read.
-            self._buffer = memoryview(bytearray(READ_SIZE))
+            self._buffer = bytearray(READ_SIZE)  # what readinto writes into, through a view
         else:
             self._read = method
         self._pending: list[SseItem] = []  # items already decoded, in reverse order
@@ -374,14 +372,28 @@ class Events(Pending):
             if items:
                 return self._handout(items)
 
+    def _read_into(self) -> bytes:
+        """One readinto: a copy of what the reader wrote. A reader may keep a view of the buffer
+        (a slice, memoryview(b), a PickleBuffer...) and write through it later, from any thread:
+        then the next read gets a buffer of its own, so that those writes can never reach the
+        bytes of a later read (as in the Cython twin)."""
+        view = memoryview(self._buffer)
+        n = check_count(self._readinto(view), READ_SIZE, self._method)
+        chunk = bytes(view[:n])
+        del view  # the last reference, unless the reader kept it
+        try:
+            self._buffer.append(0)  # BufferError: a view of it is still alive
+            self._buffer.pop()
+        except BufferError:
+            self._buffer = bytearray(READ_SIZE)
+        return chunk
+
     def _read_chunk(self) -> bytes | memoryview:
         # 05 rule 4, in Python terms (API.md): the reader's exceptions.
         while True:
             try:
                 if self._readinto is not None:
-                    buffer = self._buffer
-                    n = self._readinto(buffer)
-                    return buffer[: check_count(n, READ_SIZE, self._method)]
+                    return self._read_into()
                 return check_chunk(self._read(READ_SIZE), self._method) or b""
             except InterruptedError:
                 continue  # retried
