@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ._assemble_py import Assembler
 from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events
@@ -19,19 +19,40 @@ _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 _CLOSED = "the stream was closed before it ended"
 
 
+class _Unready:
+    """In place of the assembler until __init__ runs: every use of it is `error`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        raise self.error  # type: ignore[misc]
+
+
 class _State(Pending):
     """What the sync and async streams share: the assembler, the events not yet handed out, the
     outcome (a Completion or a latched error) and the read-only state for the client. One
     caller at a time (OneCaller): a second __next__ / __anext__ / __init__ while one runs is
     refused and the first goes on."""
 
-    __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_error")
+    __slots__ = ("_assembler", "_closed", "_completion", "_ended")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Until __init__ runs, every property and method raises the latched uninitialised
+        # error (see OneCaller), the assembler's through _Unready.
+        self = super().__new__(cls, *args, **kwargs)
+        self._assembler: Any = _Unready(self._error)
+        self._completion: Completion | None = None
+        self._ended = self._closed = False
+        return self
 
     def _reset(self) -> None:
         self._assembler = Assembler()
-        self._pending: list[ChatEvent] = []  # the current item's events not handed out, reversed
-        self._completion: Completion | None = None
-        self._error: Exception | None = None
+        self._pending = []  # the current item's events not handed out, reversed
+        self._completion = None
+        self._error = None
         self._ended = False  # iteration is over: it ended cleanly, or the stream was closed
         self._closed = False
 
@@ -62,6 +83,8 @@ class _State(Pending):
 
     def _mark_closed(self) -> bool:
         """Stop the iteration; whether this is the first close."""
+        if type(self._assembler) is _Unready:
+            raise self._assembler.error
         first = not self._closed
         self._closed = self._ended = True
         self._pending = []

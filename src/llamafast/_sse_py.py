@@ -101,22 +101,20 @@ class OneCaller:
 
     The lock is made in __new__, so it exists even when __init__ is skipped; every entry point
     takes it without blocking and a second caller (another thread, or the reader, a finalizer
-    or an event handler calling back in) gets `busy_error` while the first goes on. An attribute
-    that __init__ sets but that is missing means __init__ never ran.
+    or an event handler calling back in) gets `busy_error` while the first goes on. `_error` is
+    the latched error, which every entry point raises before doing anything else; until
+    __init__ runs (and sets it to None) it is `uninitialised_error`, so an object never
+    initialised says so, at no cost to one that was (a __getattr__ hook would slow down every
+    attribute read).
     """
 
-    __slots__ = ("_busy",)
+    __slots__ = ("_busy", "_error")
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         self = super().__new__(cls)
         self._busy = _thread.allocate_lock()
+        self._error: BaseException | None = uninitialised_error(self)
         return self
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when the normal lookup failed: a slot never set means no __init__.
-        if any(name in getattr(k, "__slots__", ()) for k in type(self).__mro__):
-            raise uninitialised_error(self)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _enter(self, method: str) -> None:
         """Take the one-caller lock (release it in a finally), or refuse with busy_error."""
@@ -128,7 +126,11 @@ class Pending(OneCaller):
     """Items decoded and not handed out yet, in reverse order (popped from the end)."""
 
     __slots__ = ("_pending",)
-    _pending: list[Any]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls, *args, **kwargs)
+        self._pending: list[Any] = []
+        return self
 
     def _handout(self, items: list[Any]) -> Any:
         """The first of a non-empty `items`; the others wait in `_pending`."""
@@ -172,7 +174,7 @@ def check_max_line(max_line: object) -> int:
 class SseDecoder(OneCaller):
     """The reader's rules with no I/O: `feed` bytes, get the items of the lines they complete."""
 
-    __slots__ = ("_buf", "_error", "_max_line", "_skip_lf", "_started")
+    __slots__ = ("_buf", "_max_line", "_skip_lf", "_started")
 
     def __init__(self, max_line: int = MAX_LINE) -> None:
         self._enter("__init__")
@@ -181,7 +183,7 @@ class SseDecoder(OneCaller):
             self._buf = bytearray()  # the unfinished line (or, before _started, a BOM prefix)
             self._started = False  # the stream start has been checked for a BOM
             self._skip_lf = False  # the last line ended in "\r": a "\n" next is part of its end
-            self._error: SseError | None = None  # the latched fault
+            self._error = None  # the latched fault (an SseError)
         finally:
             self._busy.release()
 
@@ -295,7 +297,7 @@ class SseDecoder(OneCaller):
 class Events(Pending):
     """The items of a blocking reader (`read(n) -> bytes`), one at a time (05 Interfaces)."""
 
-    __slots__ = ("_buffer", "_decoder", "_ended", "_error", "_method", "_read", "_readinto")
+    __slots__ = ("_buffer", "_decoder", "_ended", "_method", "_read", "_readinto")
 
     def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
         self._enter("__init__")
@@ -326,7 +328,7 @@ class Events(Pending):
             self._read = method
         self._pending: list[SseItem] = []  # items already decoded, in reverse order
         self._ended = False
-        self._error: SseError | None = None
+        self._error = None
 
     def __iter__(self) -> Iterator[SseItem]:
         return self
@@ -434,7 +436,7 @@ class AsyncEvents(AsyncPending):
     anything since (an async generator source ends for good when a read of it is cancelled),
     that is `CancelledReadError`, never a clean end."""
 
-    __slots__ = ("_chunks", "_closed", "_decoder", "_error", "_interrupted", "_source")
+    __slots__ = ("_chunks", "_closed", "_decoder", "_interrupted", "_source")
 
     def __init__(self, source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> None:
         self._enter("__init__")
@@ -445,11 +447,13 @@ class AsyncEvents(AsyncPending):
             self._pending: list[SseItem] = []  # items already decoded, in reverse order
             self._interrupted = False  # a read was cancelled and nothing arrived since
             self._closed = False
-            self._error: BaseException | None = None  # latched: the source's or the decoder's
+            self._error = None  # latched: the source's error or the decoder's
         finally:
             self._busy.release()
 
     async def _next(self) -> SseItem:
+        if self._error is not None:
+            raise self._error
         decoder = self._decoder
         while True:
             if self._error is not None:
