@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ._assemble_py import Assembler
-from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events
+from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events, busy_error
 from ._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
@@ -112,37 +112,38 @@ class ChatStream(_State):
     def __next__(self) -> ChatEvent:
         if self._pending:
             return self._pending.pop()
-        # Nothing is pending while a call runs, so a second caller always gets here.
-        self._enter("__next__")
+        # Nothing is pending while a call runs, so a second caller always gets here. (The
+        # lock is taken inline, not through _enter: this runs once per event.)
+        busy = self._busy
+        if not busy.acquire(False):
+            raise busy_error(self, "__next__")
         try:
-            return self._next()
-        finally:
-            self._busy.release()
-
-    def _next(self) -> ChatEvent:
-        if self._error is not None:
-            raise self._error  # COMMON.md: errors are latched
-        if self._ended:
+            if self._error is not None:
+                raise self._error  # COMMON.md: errors are latched
+            if self._ended:
+                raise StopIteration
+            next_item = self._next_item
+            push = self._assembler.push
+            try:
+                while True:
+                    item = next_item()
+                    # COMMON.md: DONE ends the iteration (nothing after it is read); so does a
+                    # clean end of the body, and then finish() decides (API.md:
+                    # StreamClosedEarlyError).
+                    if type(item) is not str:  # None or DONE
+                        break
+                    events = push(item)
+                    if events:
+                        return self._handout(events)
+                completion = self._assembler.finish()
+            except Exception as err:
+                self._error = err
+                raise
+            self._completion = completion
+            self._ended = True
             raise StopIteration
-        next_item = self._next_item
-        push = self._assembler.push
-        try:
-            while True:
-                item = next_item()
-                # COMMON.md: DONE ends the iteration (nothing after it is read); so does a clean
-                # end of the body, and then finish() decides (API.md: StreamClosedEarlyError).
-                if type(item) is not str:  # None or DONE
-                    break
-                events = push(item)
-                if events:
-                    return self._handout(events)
-            completion = self._assembler.finish()
-        except Exception as err:
-            self._error = err
-            raise
-        self._completion = completion
-        self._ended = True
-        raise StopIteration
+        finally:
+            busy.release()
 
     def close(self) -> None:
         """Close the reader (if it has close()); iteration stops."""
