@@ -16,6 +16,7 @@ from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, BoundReader, SseDecoder
 
 from ._assemble_c import PADDING
 from ._sse_c import MAX_LINE
+from ._sse_py import CancelledReadError, busy_error, uninitialised_error
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
 
@@ -40,15 +41,44 @@ cdef class _State:
     cdef bint _ended             # iteration is over: it ended cleanly, or the stream was closed
     cdef bint _closed
     cdef bint _eof               # the reader / source has no more bytes
+    cdef bint _busy              # a call is running: a second one (a thread, the reader, a
+                                 # finalizer, another task) is refused and the first goes on
 
     def __cinit__(self, *args, **kwargs):
+        # Every field has a safe value before __init__ runs: an object made without it
+        # (X.__new__(X), a subclass that skips super().__init__) raises on use (_dec is None).
         self._asm = Assembler()
         self._pending = []
         self._pos = 0
 
+    cdef int _reset(self) except -1:
+        """The state of a new stream, for __init__ called again (as the pure twin's)."""
+        self._asm = Assembler()
+        self._pending = []
+        self._pos = 0
+        self._completion = None
+        self._error = None
+        self._ended = self._closed = self._eof = False
+        return 0
+
+    cdef inline int _ready(self) except -1:
+        """RuntimeError for a stream whose __init__ never ran (as the pure twin's, for every
+        property and method)."""
+        if self._dec is None:
+            raise uninitialised_error(self)
+        return 0
+
+    cdef int _latch(self, object err) except -1:
+        """Latch `err`. A chunk is all or nothing: the events already built from the chunk
+        that failed (past _pos) are dropped, never handed out after its error."""
+        del self._pending[self._pos:]
+        self._error = err
+        return 0
+
     @property
     def completion(self):
         """The Completion once iteration has ended cleanly (COMMON.md, ChatStream)."""
+        self._ready()
         if self._completion is not None:
             return self._completion
         if self._error is not None:
@@ -57,22 +87,27 @@ cdef class _State:
 
     @property
     def id(self):
+        self._ready()
         return self._asm._id
 
     @property
     def reasoning_tokens(self):
+        self._ready()
         return self._asm._reasoning_tokens
 
     @property
     def in_reasoning(self):
+        self._ready()
         return self._asm._in_reasoning
 
     @property
     def is_finished(self):
+        self._ready()
         return self._asm._finish_reason is not None
 
     def partial_arguments(self, index):
         """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
+        self._ready()
         return self._asm.partial_arguments(index)
 
     cdef object _drain(self):
@@ -111,6 +146,7 @@ cdef class _State:
 
     cdef int _mark_closed(self) except -1:
         """Stop the iteration; 1 if this is the first close."""
+        self._ready()
         cdef bint first = not self._closed
         self._closed = self._ended = True
         self._pending = []
@@ -125,15 +161,27 @@ cdef class ChatStream(_State):
     cdef BoundReader _src
 
     def __init__(self, reader, max_line=MAX_LINE):
-        self._dec = SseDecoder(max_line)
-        self._reader = reader
-        self._src = BoundReader(reader, self._dec)
+        if self._busy:
+            raise busy_error(self, "__init__")
+        self._busy = True  # getattr(reader, ...) may run the reader's code
+        try:
+            dec = SseDecoder(max_line)
+            src = BoundReader(reader, dec)
+            if self._dec is not None:
+                self._reset()
+            self._dec = dec
+            self._reader = reader
+            self._src = src
+        finally:
+            self._busy = False
 
     def __iter__(self):
         return self
 
     def __next__(self):
         cdef list pending = self._pending
+        if self._busy:
+            raise busy_error(self, "__next__")
         if self._pos < PyList_GET_SIZE(pending):
             self._pos += 1
             return <object>PyList_GET_ITEM(pending, self._pos - 1)
@@ -141,6 +189,9 @@ cdef class ChatStream(_State):
             raise self._error  # COMMON.md: errors are latched
         if self._ended:
             raise StopIteration
+        if self._src is None:
+            raise uninitialised_error(self)
+        self._busy = True
         try:
             while True:
                 event = self._drain()
@@ -152,8 +203,10 @@ cdef class ChatStream(_State):
         except StopIteration:
             raise
         except Exception as err:
-            self._error = err
+            self._latch(err)
             raise
+        finally:
+            self._busy = False
 
     cdef int _fill(self) except -1:
         """One read into the decoder's buffer; sets `_eof` at the end of the body."""
@@ -180,16 +233,26 @@ cdef class AsyncChatStream(_State):
 
     cdef object _source
     cdef object _chunks  # the source's async iterator, from the first __anext__ on
+    cdef bint _interrupted  # a read was cancelled and nothing arrived since
 
     def __init__(self, source, max_line=MAX_LINE):
-        self._dec = SseDecoder(max_line)
+        if self._busy:
+            raise busy_error(self, "__init__")
+        dec = SseDecoder(max_line)
+        if self._dec is not None:
+            self._reset()
+        self._dec = dec
         self._source = source
+        self._chunks = None
+        self._interrupted = False
 
     def __aiter__(self):
         return self
 
     async def __anext__(self):
         cdef list pending = self._pending
+        if self._busy:
+            raise busy_error(self, "__anext__")
         if self._pos < PyList_GET_SIZE(pending):
             self._pos += 1
             return <object>PyList_GET_ITEM(pending, self._pos - 1)
@@ -197,6 +260,9 @@ cdef class AsyncChatStream(_State):
             raise self._error
         if self._ended:
             raise StopAsyncIteration
+        if self._dec is None:
+            raise uninitialised_error(self)
+        self._busy = True
         try:
             while True:
                 event = self._drain()
@@ -209,12 +275,24 @@ cdef class AsyncChatStream(_State):
                 try:
                     chunk = await self._chunks.__anext__()
                 except StopAsyncIteration:
+                    # A cancelled read may have ended an async generator source for good: its
+                    # end then is not the end of the body (as aiter_events, in both twins).
+                    if self._interrupted:
+                        raise CancelledReadError() from None
                     self._eof = True
+                except Exception:
+                    raise
+                except BaseException:  # cancelled while waiting: the next call goes on
+                    self._interrupted = True
+                    raise
                 else:
+                    self._interrupted = False
                     self._dec.append(chunk)
         except Exception as err:
-            self._error = err
+            self._latch(err)
             raise
+        finally:
+            self._busy = False
         raise StopAsyncIteration
 
     async def aclose(self):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from ._assemble_py import Assembler
-from ._sse_py import MAX_LINE, Events, aiter_events
+from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events, busy_error
 from ._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
@@ -19,17 +19,40 @@ _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 _CLOSED = "the stream was closed before it ended"
 
 
-class _State:
+class _Unready:
+    """In place of the assembler until __init__ runs: every use of it is `error`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+    def __getattr__(self, name: str) -> Any:
+        raise self.error  # type: ignore[misc]
+
+
+class _State(Pending):
     """What the sync and async streams share: the assembler, the events not yet handed out, the
-    outcome (a Completion or a latched error) and the read-only state for the client."""
+    outcome (a Completion or a latched error) and the read-only state for the client. One
+    caller at a time (OneCaller): a second __next__ / __anext__ / __init__ while one runs is
+    refused and the first goes on."""
 
-    __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_error", "_pending")
+    __slots__ = ("_assembler", "_closed", "_completion", "_ended")
 
-    def __init__(self) -> None:
-        self._assembler = Assembler()
-        self._pending: list[ChatEvent] = []  # the current item's events not handed out, reversed
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Until __init__ runs, every property and method raises the latched uninitialised
+        # error (see OneCaller), the assembler's through _Unready.
+        self = super().__new__(cls, *args, **kwargs)
+        self._assembler: Any = _Unready(self._error)
         self._completion: Completion | None = None
-        self._error: Exception | None = None
+        self._ended = self._closed = False
+        return self
+
+    def _reset(self) -> None:
+        self._assembler = Assembler()
+        self._pending = []  # the current item's events not handed out, reversed
+        self._completion = None
+        self._error = None
         self._ended = False  # iteration is over: it ended cleanly, or the stream was closed
         self._closed = False
 
@@ -62,16 +85,10 @@ class _State:
         """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
         return self._assembler.partial_arguments(index)
 
-    def _handout(self, events: list[ChatEvent]) -> ChatEvent:
-        """The first of a non-empty `events`; the others wait in `_pending`."""
-        if len(events) == 1:
-            return events[0]
-        events.reverse()
-        self._pending = events
-        return events.pop()
-
     def _mark_closed(self) -> bool:
         """Stop the iteration; whether this is the first close."""
+        if type(self._assembler) is _Unready:
+            raise self._assembler.error
         first = not self._closed
         self._closed = self._ended = True
         self._pending = []
@@ -84,9 +101,14 @@ class ChatStream(_State):
     __slots__ = ("_next_item", "_reader")
 
     def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
-        super().__init__()
-        self._reader = reader
-        self._next_item = Events(reader, max_line).next_item
+        self._enter("__init__")
+        try:
+            next_item = Events(reader, max_line).next_item
+            self._reset()
+            self._reader = reader
+            self._next_item = next_item
+        finally:
+            self._busy.release()
 
     def __iter__(self) -> ChatStream:
         return self
@@ -94,29 +116,38 @@ class ChatStream(_State):
     def __next__(self) -> ChatEvent:
         if self._pending:
             return self._pending.pop()
-        if self._error is not None:
-            raise self._error  # COMMON.md: errors are latched
-        if self._ended:
-            raise StopIteration
-        next_item = self._next_item
-        push = self._assembler.push
+        # Nothing is pending while a call runs, so a second caller always gets here. (The
+        # lock is taken inline, not through _enter: this runs once per event.)
+        busy = self._busy
+        if not busy.acquire(False):
+            raise busy_error(self, "__next__")
         try:
-            while True:
-                item = next_item()
-                # COMMON.md: DONE ends the iteration (nothing after it is read); so does a clean
-                # end of the body, and then finish() decides (API.md: StreamClosedEarlyError).
-                if type(item) is not str:  # None or DONE
-                    break
-                events = push(item)
-                if events:
-                    return self._handout(events)
-            completion = self._assembler.finish()
-        except Exception as err:
-            self._error = err
-            raise
-        self._completion = completion
-        self._ended = True
-        raise StopIteration
+            if self._error is not None:
+                raise self._error  # COMMON.md: errors are latched
+            if self._ended:
+                raise StopIteration
+            next_item = self._next_item
+            push = self._assembler.push
+            try:
+                while True:
+                    item = next_item()
+                    # COMMON.md: DONE ends the iteration (nothing after it is read); so does a
+                    # clean end of the body, and then finish() decides (API.md:
+                    # StreamClosedEarlyError).
+                    if type(item) is not str:  # None or DONE
+                        break
+                    events = push(item)
+                    if events:
+                        return self._handout(events)
+                completion = self._assembler.finish()
+            except Exception as err:
+                self._error = err
+                raise
+            self._completion = completion
+            self._ended = True
+            raise StopIteration
+        finally:
+            busy.release()
 
     def close(self) -> None:
         """Close the reader (if it has close()); iteration stops."""
@@ -137,22 +168,24 @@ class ChatStream(_State):
         self.close()
 
 
-class AsyncChatStream(_State):
+class AsyncChatStream(_State, AsyncPending):
     """The same over an async byte source (httpx `aiter_bytes`, aiohttp `iter_any`)."""
 
     __slots__ = ("_items", "_source")
 
     def __init__(self, source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> None:
-        super().__init__()
-        self._source = source
-        self._items = aiter_events(source, max_line)
+        self._enter("__init__")
+        try:
+            items = aiter_events(source, max_line)
+            self._reset()
+            self._source = source
+            self._items = items
+        finally:
+            self._busy.release()
 
-    def __aiter__(self) -> AsyncChatStream:
-        return self
-
-    async def __anext__(self) -> ChatEvent:
-        if self._pending:
-            return self._pending.pop()
+    async def _next(self) -> ChatEvent:
+        # A cancelled await leaves everything as it was: the SSE reader (aiter_events) goes on
+        # from the source next time, or raises CancelledReadError if the source ended for good.
         if self._error is not None:
             raise self._error
         if self._ended:

@@ -10,6 +10,9 @@
 #     ... write k <= n bytes at p ...
 #     dec.commit(k)                         # k of them arrived
 #       or let a BoundReader do that with a blocking reader (below).
+#     The buffer is a ReadBuffer object (dec.blk): it is freed only when the decoder and every
+#     buffer-protocol view of it are gone, and reserve() never moves or frees a block that a view
+#     still points at (it copies the unfinished line into a new block instead).
 #     while True:
 #         code = dec.next_line(&data, &length)
 #         if code == SSE_ITEM:  data[0:length] is one data payload: the text after "data:" with
@@ -53,8 +56,18 @@ cdef enum:
     SSE_PADDING = 64  # readable bytes guaranteed after every payload handed out
     SSE_READ_SIZE = 65536  # bytes asked of a reader per read (COMMON.md)
 
+cdef class ReadBuffer:
+    cdef char* data             # PyMem; size + SSE_PADDING bytes, zeroed when allocated
+    cdef Py_ssize_t size        # usable bytes
+    cdef Py_ssize_t exports     # live buffer-protocol views of it
+    cdef Py_ssize_t win_off     # what a view made now covers: data[win_off : win_off + win_len]
+    cdef Py_ssize_t win_len
+    cdef bint open              # views can be made (only while a read into it runs)
+
+
 cdef class SseDecoder:
-    cdef char* buf              # malloc'd; allocation is cap + SSE_PADDING bytes
+    cdef ReadBuffer blk         # owns the buffer (None until the first reserve)
+    cdef char* buf              # blk.data, cached; allocation is cap + SSE_PADDING bytes
     cdef const char* base       # what start / scanned / end index: buf, except inside feed(),
                                 # which scans the caller's bytes where they lie
     cdef Py_ssize_t cap         # usable capacity of buf
@@ -71,6 +84,8 @@ cdef class SseDecoder:
     cdef unsigned int item_umax # ... and largest byte (what item_str sizes the str from)
     cdef readonly bint item_ascii   # the last SSE_ITEM payload is pure ASCII
     cdef readonly object error      # the latched fault (an SseError) or None
+    cdef bint busy                  # a Python-level call (feed, close, __init__) is running
+    cdef bint ready                 # __init__ has run
 
     cdef char* reserve(self, Py_ssize_t n) except NULL
     cdef int commit(self, Py_ssize_t n) except -1
@@ -85,12 +100,16 @@ cdef class SseDecoder:
     cdef int _drain(self, list items) except -1
     cdef int _keep(self, const char* tail, Py_ssize_t n, Py_ssize_t scanned) except -1
     cdef int _fault(self, object error) except -1
+    cdef int _reset(self) except -1
+    cdef int _move(self, Py_ssize_t need) except -1
+    cdef int _resize(self, Py_ssize_t newcap) except -1
 
 
 cdef class BoundReader:
     cdef SseDecoder dec
     cdef object read                # the reader's bound read method
     cdef int mode                   # which one (MODE_* in _sse_c.pyx)
+    cdef str method                 # its name, for the messages about what it returned
     cdef readonly bint eof          # the reader returned no bytes: it is at its end
     cdef readonly object error      # the latched, mapped reader error, or None
 

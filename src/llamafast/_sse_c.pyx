@@ -16,12 +16,20 @@ tail; `Events` and the fused ChatStream read straight into the buffer (`BoundRea
 ChatStream takes each payload as (pointer, length) through the cdef API in `_sse_c.pxd`.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
+from cpython.buffer cimport (
+    PyBUF_FORMAT,
+    PyBUF_ND,
+    PyBUF_SIMPLE,
+    PyBUF_STRIDES,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.list cimport PyList_Append
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from libc.string cimport memcmp, memcpy, memmove
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Realloc
+from cpython.memoryview cimport PyMemoryView_FromObject
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 from http.client import IncompleteRead
 
@@ -32,11 +40,14 @@ from llamafast._errors import (
     SseTimeoutError,
     TruncatedError,
 )
+from llamafast._sse_py import (
+    CancelledReadError,
+    busy_error,
+    check_chunk,
+    check_count,
+    uninitialised_error,
+)
 from llamafast._values import DONE
-
-cdef extern from "Python.h":
-    object PyMemoryView_FromMemory(char* mem, Py_ssize_t size, int flags)
-    int PyBUF_WRITE
 
 # Strict UTF-8 as a DFA over byte classes (Unicode Table 3-7, "well-formed byte sequences"):
 # no overlongs (C0, C1, E0 80-9F, F0 80-8F), no surrogates (ED A0-BF), nothing past U+10FFFF
@@ -347,6 +358,12 @@ cdef enum:
     MODE_READ1 = 1
     MODE_READINTO = 2
     MODE_READ = 3
+    # The buffer's size between long lines: Events reads 64 KiB after an unfinished line, so
+    # 128 KiB holds both for every line up to 64 KiB. A block grown past it for a longer line
+    # shrinks back to it (or to what the line still needs) once that line is done.
+    NORMAL_CAP = 2 * SSE_READ_SIZE
+
+cdef tuple _MODE_NAMES = ("readinto1", "read1", "readinto", "read")
 
 MAX_LINE = 1 << 20
 READ_SIZE = SSE_READ_SIZE
@@ -465,6 +482,53 @@ cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) ex
         return SSE_ITEM
 
 
+cdef class ReadBuffer:
+    """The memory a reader's readinto writes into, as an object that owns it.
+
+    A reader may keep what it was handed (the memoryview, a slice, a cast, memoryview(b), a
+    ctypes array from_buffer, a pickle.PickleBuffer): each of those holds a buffer-protocol view
+    of this object, and the memory is freed only when the last one and the decoder are gone.
+    `exports` counts the live views, so the decoder knows when it must not move or reuse the
+    block. A view can be made only while a read into the block runs (`open`): one made later
+    (from `memoryview.obj`) could reach bytes the decoder has already scanned.
+    """
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if not self.open:
+            raise BufferError("the read buffer can be viewed only while a read into it runs")
+        # what PyBuffer_FillInfo does, writable, with `obj` set the way Cython counts it
+        view.buf = self.data + self.win_off
+        view.len = self.win_len
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = <char*>"B" if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
+        view.ndim = 1
+        view.shape = &view.len if (flags & PyBUF_ND) == PyBUF_ND else NULL
+        view.strides = &view.itemsize if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+        view.obj = self
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self.exports -= 1
+
+    def __dealloc__(self):
+        PyMem_Free(self.data)
+        self.data = NULL
+
+
+cdef ReadBuffer _new_block(Py_ssize_t size):
+    """A zeroed block of `size` usable bytes (and the padding): no byte of it is left over
+    from other uses of the heap, so nothing the reader did not write can ever be read."""
+    cdef ReadBuffer blk = ReadBuffer.__new__(ReadBuffer)
+    blk.data = <char*>PyMem_Calloc(size + SSE_PADDING, 1)
+    if blk.data == NULL:
+        raise MemoryError()
+    blk.size = size
+    return blk
+
+
 cdef class SseDecoder:
     """Push bytes, get SSE items back: the same rules as `Events`, with no I/O.
 
@@ -473,50 +537,102 @@ cdef class SseDecoder:
     """
 
     def __cinit__(self, *args, **kwargs):
-        self.buf = NULL
-        self.base = NULL
-        self.cap = 0
-        self.error = None
+        # Every field has a safe value before __init__ runs: an object made without it
+        # (SseDecoder.__new__, a subclass that skips super().__init__) raises on use.
+        self.busy = False
+        self.ready = False
+        self._reset()
 
     def __init__(self, max_line=MAX_LINE):
+        if self.busy:
+            raise busy_error(self, "__init__")
         self.max_line = _check_max_line(max_line)
+        self._reset()
+        self.ready = True
 
-    def __dealloc__(self):
-        if self.buf != NULL:
-            PyMem_Free(self.buf)
-            self.buf = NULL
+    cdef int _reset(self) except -1:
+        """An empty decoder at the start of a stream (what __init__ gives)."""
+        self.blk = None
+        self.buf = NULL
+        self.base = NULL
+        self.cap = self.start = self.end = self.scanned = 0
+        self.u8 = U8_ACCEPT
+        self.ncont = 0
+        self.umax = 0
+        self.skip_lf = False
+        self.bom_done = False
+        self.item_ncont = 0
+        self.item_umax = 0
+        self.item_ascii = False
+        self.error = None
+        return 0
+
+    @property
+    def _buffer_size(self):
+        """The usable size of the buffer (for tests of what a long line leaves behind)."""
+        return self.cap
 
     # --- the buffer ------------------------------------------------------------------------
 
-    cdef char* reserve(self, Py_ssize_t n) except NULL:
-        """At least `n` writable bytes at the end of the buffer; compacts and grows it."""
-        cdef Py_ssize_t live, shift, newcap
+    cdef int _move(self, Py_ssize_t need) except -1:
+        """Put the unfinished line [start, end) at the front of a new block of at least `need`
+        bytes. The old block is left to whatever still views it (or freed, when nothing does)."""
+        cdef Py_ssize_t live = self.end - self.start
+        cdef Py_ssize_t newcap = self.cap if self.cap < NORMAL_CAP else NORMAL_CAP
+        if newcap < need:
+            newcap = need
+        if newcap < 4096:
+            newcap = 4096
+        cdef ReadBuffer blk = _new_block(newcap)
+        if live:
+            memcpy(blk.data, self.buf + self.start, live)
+        self.blk = blk
+        self.base = self.buf = blk.data
+        self.cap = newcap
+        self.scanned -= self.start
+        self.start = 0
+        self.end = live
+        return 0
+
+    cdef int _resize(self, Py_ssize_t newcap) except -1:
+        """Grow or shrink the block in place (no view of it is alive), the line at the front."""
         cdef char* newbuf
-        if self.start == self.end and self.start != 0:
-            shift = self.start
-        elif self.cap - self.end < n and self.start != 0:
-            shift = self.start
-        else:
-            shift = 0
-        if shift:
-            # Only the current partial line is left in the buffer; move it to the front, once.
-            live = self.end - shift
+        cdef Py_ssize_t live = self.end - self.start
+        if self.start:
             if live:
-                memmove(self.buf, self.buf + shift, live)
+                memmove(self.buf, self.buf + self.start, live)
+            self.scanned -= self.start
             self.start = 0
             self.end = live
-            self.scanned -= shift
-        if self.cap - self.end < n or self.buf == NULL:
+        if newcap == self.cap:
+            return 0
+        newbuf = <char*>PyMem_Realloc(self.buf, newcap + SSE_PADDING)
+        if newbuf == NULL:
+            raise MemoryError()
+        if newcap > self.cap:  # zeroed, as a new block is (see _new_block)
+            memset(newbuf + self.cap + SSE_PADDING, 0, newcap - self.cap)
+        self.blk.data = self.base = self.buf = newbuf
+        self.blk.size = self.cap = newcap
+        return 0
+
+    cdef char* reserve(self, Py_ssize_t n) except NULL:
+        """At least `n` writable bytes at the end of the buffer; compacts, grows or shrinks it,
+        and never moves or reuses a block that a view (kept by a reader) still points at."""
+        cdef Py_ssize_t live = self.end - self.start
+        cdef Py_ssize_t newcap
+        if self.blk is None or self.blk.exports:
+            self._move(live + n)
+        elif self.cap > NORMAL_CAP and live + n <= NORMAL_CAP:
+            # after a long line: back to the normal size, so one long line is not kept for as
+            # long as the stream lives
+            self._resize(NORMAL_CAP)
+        elif self.cap - self.end < n:
             newcap = self.cap * 2
-            if newcap < self.end + n:
-                newcap = self.end + n
-            if newcap < 4096:
-                newcap = 4096
-            newbuf = <char*>PyMem_Realloc(self.buf, newcap + SSE_PADDING)
-            if newbuf == NULL:
-                raise MemoryError()
-            self.buf = newbuf
-            self.cap = newcap
+            if newcap < live + n:
+                newcap = live + n
+            self._resize(newcap if live + n > self.cap else self.cap)
+        elif self.start == self.end and self.start != 0:
+            self.start = self.end = self.scanned = 0  # nothing to keep: start over, for free
         self.base = self.buf
         return self.buf + self.end
 
@@ -656,19 +772,37 @@ cdef class SseDecoder:
     def feed(self, data):
         """Append `data` (bytes-like); return the items of every line it completes."""
         cdef Py_buffer view
-        if self.error is not None:
-            raise self.error
-        if PyBytes_CheckExact(data):
-            return self._feed(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-        _get_view(data, &view)
+        if self.busy:  # one caller at a time (another thread, a finalizer calling back)
+            raise busy_error(self, "feed")
+        if not self.ready:
+            raise uninitialised_error(self)
+        self.busy = True
         try:
-            return self._feed(<const char*>view.buf, view.len)
+            if self.error is not None:
+                raise self.error
+            if not PyBytes_CheckExact(data):
+                # Scanned where they lie only when immutable: another thread may write into a
+                # bytearray (recv_into) between its check and the str made from it.
+                _get_view(data, &view)
+                try:
+                    data = PyBytes_FromStringAndSize(<const char*>view.buf, view.len)
+                finally:
+                    PyBuffer_Release(&view)
+            return self._feed(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
         finally:
-            PyBuffer_Release(&view)
+            self.busy = False
 
     def close(self):
         """End of input: None on a clean end, else TruncatedError (or the latched fault)."""
-        self.finish()
+        if self.busy:
+            raise busy_error(self, "close")
+        if not self.ready:
+            raise uninitialised_error(self)
+        self.busy = True
+        try:
+            self.finish()
+        finally:
+            self.busy = False
         return None
 
 
@@ -688,6 +822,20 @@ cdef object _read_error(object err):
     return e
 
 
+cdef inline Py_ssize_t _count(object got, str method) except -1:
+    """What readinto returned, if it is an int in [0, SSE_READ_SIZE]; else check_count raises
+    the TypeError / ValueError that says what it was (the message both twins give)."""
+    cdef Py_ssize_t n = -1
+    if type(got) is int:
+        try:
+            n = got
+        except OverflowError:
+            n = -1
+        if 0 <= n <= SSE_READ_SIZE:
+            return n
+    return check_count(got, SSE_READ_SIZE, method)
+
+
 cdef class BoundReader:
     """A blocking reader bound to a decoder: each `fill` is one read into the decoder's buffer
     (the C-level API in `_sse_c.pxd`; what `Events` and the fused ChatStream read with)."""
@@ -696,10 +844,11 @@ cdef class BoundReader:
         self.dec = dec
         self.eof = False
         self.error = None
-        for mode, name in enumerate(("readinto1", "read1", "readinto", "read")):
+        for mode, name in enumerate(_MODE_NAMES):
             method = getattr(reader, name, None)
             if callable(method):
                 self.mode = mode
+                self.method = name
                 self.read = method
                 break
         else:
@@ -707,31 +856,39 @@ cdef class BoundReader:
 
     cdef int fill(self) except -1:
         """One read into the decoder; sets `eof` when the reader is at its end."""
-        cdef char* p
         cdef Py_ssize_t n
-        cdef object got, view
+        cdef object got
+        cdef ReadBuffer blk
         if self.error is not None:
             raise self.error
         while True:
             try:
                 if self.mode == MODE_READINTO1 or self.mode == MODE_READINTO:
-                    p = self.dec.reserve(SSE_READ_SIZE)
-                    view = PyMemoryView_FromMemory(p, SSE_READ_SIZE, PyBUF_WRITE)
+                    self.dec.reserve(SSE_READ_SIZE)
+                    # The reader gets a view of the block's free space (a ReadBuffer window),
+                    # so whatever it keeps of it keeps that memory alive.
+                    blk = self.dec.blk
+                    blk.win_off = self.dec.end
+                    blk.win_len = SSE_READ_SIZE
+                    blk.open = True
                     try:
-                        got = self.read(view)
+                        got = self.read(PyMemoryView_FromObject(blk))
                     finally:
-                        view.release()
-                    n = 0 if got is None else got
-                    if n < 0 or n > SSE_READ_SIZE:
-                        raise ValueError(
-                            f"readinto returned {got!r} for a {SSE_READ_SIZE}-byte buffer"
-                        )
+                        blk.open = False
+                    n = _count(got, self.method)
                     if n == 0:
                         self.eof = True
                     else:
                         self.dec.commit(n)
+                    if blk.exports:
+                        # The reader kept a view: the unfinished line goes to a block of its
+                        # own before any of it is scanned, so nothing the reader writes
+                        # through that view later can change bytes already checked.
+                        self.dec._move(self.dec.end - self.dec.start)
                 else:
                     got = self.read(SSE_READ_SIZE)
+                    if got is None:
+                        check_chunk(got, self.method)
                     if not got:
                         self.eof = True
                     else:
@@ -752,27 +909,49 @@ cdef class Events:
 
     cdef SseDecoder dec
     cdef BoundReader src
+    cdef bint busy  # a call is running: a second one (a thread, the reader) is refused
 
     def __init__(self, reader, max_line=MAX_LINE):
-        self.dec = SseDecoder(max_line)
-        self.src = BoundReader(reader, self.dec)
+        if self.busy:
+            raise busy_error(self, "__init__")
+        self.busy = True  # getattr(reader, ...) may run the reader's code
+        try:
+            dec = SseDecoder(max_line)
+            src = BoundReader(reader, dec)
+            self.dec = dec
+            self.src = src
+        finally:
+            self.busy = False
+
+    @property
+    def _buffer_size(self):
+        """The usable size of the read buffer (for tests of what a long line leaves behind)."""
+        return 0 if self.dec is None else self.dec.cap
 
     cdef object _next(self):
         cdef const char* d
         cdef Py_ssize_t ln
         cdef int code
-        if self.src.error is not None:
-            raise self.src.error
-        while True:
-            code = self.dec.next_line(&d, &ln)
-            if code == SSE_ITEM:
-                return llf_str(d, ln, self.dec.item_ncont, self.dec.item_umax)
-            if code == SSE_DONE:
-                return DONE
-            if self.src.eof:
-                self.dec.finish()
-                return None
-            self.src.fill()
+        if self.busy:
+            raise busy_error(self, "next_item")
+        if self.src is None:
+            raise uninitialised_error(self)
+        self.busy = True
+        try:
+            if self.src.error is not None:
+                raise self.src.error
+            while True:
+                code = self.dec.next_line(&d, &ln)
+                if code == SSE_ITEM:
+                    return llf_str(d, ln, self.dec.item_ncont, self.dec.item_umax)
+                if code == SSE_DONE:
+                    return DONE
+                if self.src.eof:
+                    self.dec.finish()
+                    return None
+                self.src.fill()
+        finally:
+            self.busy = False
 
     cpdef object next_item(self):
         """The next item, or None when the stream ended cleanly between lines (again if asked)."""
@@ -807,13 +986,89 @@ def _iter_events(SseDecoder dec, source):
 
 def aiter_events(source, max_line=MAX_LINE):
     """The SSE items of an async iterable of byte chunks (httpx `aiter_bytes`, aiohttp)."""
-    return _aiter_events(SseDecoder(max_line), source)
+    return AsyncEvents(source, max_line)
 
 
-async def _aiter_events(SseDecoder dec, source):
-    async for chunk in source:
-        for item in dec.feed(chunk):
-            yield item
-        if dec.error is not None:
-            raise dec.error
-    dec.close()
+cdef class AsyncEvents:
+    """What `aiter_events` returns (as the pure twin's): an async iterator, not an async
+    generator, so that a cancelled `__anext__` does not end the iteration. The next `__anext__`
+    goes on from the source; if the source then ends without having delivered anything since (an
+    async generator source ends for good when a read of it is cancelled), that is
+    CancelledReadError, never a clean end. Errors are latched."""
+
+    cdef SseDecoder _dec
+    cdef object _source
+    cdef object _chunks       # the source's async iterator, from the first __anext__ on
+    cdef object _error        # latched: the source's exception or the decoder's fault
+    cdef list _pending        # items decoded and not handed out, from _pos on
+    cdef Py_ssize_t _pos
+    cdef bint _busy
+    cdef bint _interrupted    # a read was cancelled and nothing arrived since
+    cdef bint _closed
+
+    def __cinit__(self, *args, **kwargs):
+        self._pending = []
+
+    def __init__(self, source, max_line=MAX_LINE):
+        if self._busy:
+            raise busy_error(self, "__init__")
+        self._dec = SseDecoder(max_line)
+        self._source = source
+        self._chunks = None
+        self._error = None
+        self._pending = []
+        self._pos = 0
+        self._interrupted = self._closed = False
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._busy:
+            raise busy_error(self, "__anext__")
+        if self._pos < len(self._pending):
+            self._pos += 1
+            return self._pending[self._pos - 1]
+        if self._dec is None:
+            raise uninitialised_error(self)
+        self._busy = True
+        try:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                if self._dec.error is not None:  # after the items that precede it (API.md)
+                    self._error = self._dec.error
+                    raise self._error
+                if self._closed:
+                    raise StopAsyncIteration
+                if self._chunks is None:
+                    self._chunks = self._source.__aiter__()
+                try:
+                    chunk = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    if self._interrupted:
+                        self._error = CancelledReadError()
+                        raise self._error from None
+                    self._dec.close()
+                    self._closed = True
+                    raise
+                except Exception as err:  # the source's own error: latched
+                    self._error = err
+                    raise
+                except BaseException:  # cancelled (or interrupted) while waiting for the source
+                    self._interrupted = True
+                    raise
+                self._interrupted = False
+                items = self._dec.feed(chunk)
+                if items:
+                    self._pending = items
+                    self._pos = 1
+                    return items[0]
+        finally:
+            self._busy = False
+
+    async def aclose(self):
+        """Stop the iteration (as an async generator's aclose does); the source is left open."""
+        self._closed = True
+        self._pending = []
+        self._pos = 0

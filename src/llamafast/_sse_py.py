@@ -7,9 +7,10 @@ so the whole buffer is always already searched: byte-at-a-time input costs O(n) 
 
 from __future__ import annotations
 
+import _thread
 import http.client
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from ._errors import (
     LineTooLongError,
@@ -18,6 +19,7 @@ from ._errors import (
     SseIoError,
     SseTimeoutError,
     TruncatedError,
+    cut,
 )
 from ._values import DONE, SseItem
 
@@ -30,6 +32,138 @@ SHOW_BYTES: Final = 64  # bytes of the offending line kept in NotUtf8Error / Tru
 _BOM: Final = b"\xef\xbb\xbf"
 
 
+def busy_error(obj: object, method: str) -> RuntimeError:
+    """The error for a second call into a reader or stream while one is running (both twins
+    raise this one)."""
+    name = type(obj).__name__
+    return RuntimeError(
+        f"{name}.{method}() was called while this {name} is still running (from another "
+        f"thread, or from code it called back: its reader, a finalizer); use one {name} per "
+        "consumer"
+    )
+
+
+def uninitialised_error(obj: object) -> RuntimeError:
+    """The error for using an object whose __init__ never ran (both twins raise this one)."""
+    name = type(obj).__name__
+    return RuntimeError(
+        f"this {name} was never initialised: {name}.__init__ did not run (a subclass's "
+        "__init__ must call super().__init__())"
+    )
+
+
+def check_count(got: object, size: int, method: str) -> int:
+    """What a reader's readinto / readinto1 returned, if it is an int in [0, size]; else the
+    TypeError or ValueError that says what it returned. Anything else would make the decoder
+    read bytes the reader never wrote (a negative slice end, a count past what it filled) or
+    take "nothing yet" (None, from a non-blocking reader) for the end of the stream."""
+    if type(got) is int and 0 <= got <= size:
+        return got
+    if got is None:
+        raise TypeError(
+            f"{method} returned None (a non-blocking reader with no data yet?): the reader "
+            "must block until it has bytes, and return their count"
+        )
+    if not isinstance(got, int) or isinstance(got, bool):
+        raise TypeError(f"{method} returned {cut(got, 80)}, not the int count of bytes it wrote")
+    if 0 <= got <= size:
+        return int(got)
+    raise ValueError(
+        f"{method} returned {cut(got, 80)}, outside 0..{size} for a {size}-byte buffer"
+    )
+
+
+def check_chunk(got: object, method: str) -> object:
+    """What a reader's read / read1 returned, if it is not None (a non-blocking reader with no
+    data yet, which must not pass for the end of the stream)."""
+    if got is None:
+        raise TypeError(
+            f"{method} returned None (a non-blocking reader with no data yet?): the reader "
+            'must block until it has bytes, and return b"" only at the end'
+        )
+    return got
+
+
+class CancelledReadError(TruncatedError):
+    """An async source ended right after a read of it was cancelled. Async generators (httpx's
+    aiter_bytes among them) end for good when a read is cancelled, so that end cannot be taken
+    for the end of the body: what the source still had may be lost."""
+
+    def __str__(self) -> str:
+        return (
+            "the byte source ended right after a read of it was cancelled, so the rest of the "
+            "event stream may be lost"
+        )
+
+
+class OneCaller:
+    """One caller at a time, and a clear error for an object whose __init__ never ran.
+
+    The lock is made in __new__, so it exists even when __init__ is skipped; every entry point
+    takes it without blocking and a second caller (another thread, or the reader, a finalizer
+    or an event handler calling back in) gets `busy_error` while the first goes on. `_error` is
+    the latched error, which every entry point raises before doing anything else; until
+    __init__ runs (and sets it to None) it is `uninitialised_error`, so an object never
+    initialised says so, at no cost to one that was (a __getattr__ hook would slow down every
+    attribute read).
+    """
+
+    __slots__ = ("_busy", "_error")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls)
+        self._busy = _thread.allocate_lock()
+        self._error: BaseException | None = uninitialised_error(self)
+        return self
+
+    def _enter(self, method: str) -> None:
+        """Take the one-caller lock (release it in a finally), or refuse with busy_error."""
+        if not self._busy.acquire(False):
+            raise busy_error(self, method)
+
+
+class Pending(OneCaller):
+    """Items decoded and not handed out yet, in reverse order (popped from the end)."""
+
+    __slots__ = ("_pending",)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls, *args, **kwargs)
+        self._pending: list[Any] = []
+        return self
+
+    def _handout(self, items: list[Any]) -> Any:
+        """The first of a non-empty `items`; the others wait in `_pending`."""
+        if len(items) == 1:
+            return items[0]
+        items.reverse()
+        self._pending = items
+        return items.pop()
+
+
+class AsyncPending(Pending):
+    """An async iterator over `_next()`, one task at a time (a second __anext__ while one
+    awaits is refused); pending items are handed out without waiting."""
+
+    __slots__ = ()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._pending:
+            return self._pending.pop()
+        # Nothing is pending while a call runs, so a second caller always gets here.
+        self._enter("__anext__")
+        try:
+            return await self._next()
+        finally:
+            self._busy.release()
+
+    async def _next(self) -> Any:
+        raise NotImplementedError
+
+
 def check_max_line(max_line: object) -> int:
     """`max_line` if it is an int >= 1 (not a bool), else ValueError naming the value."""
     if isinstance(max_line, bool) or not isinstance(max_line, int) or max_line < 1:
@@ -37,20 +171,31 @@ def check_max_line(max_line: object) -> int:
     return int(max_line)
 
 
-class SseDecoder:
+class SseDecoder(OneCaller):
     """The reader's rules with no I/O: `feed` bytes, get the items of the lines they complete."""
 
-    __slots__ = ("_buf", "_error", "_max_line", "_skip_lf", "_started")
+    __slots__ = ("_buf", "_max_line", "_skip_lf", "_started")
 
     def __init__(self, max_line: int = MAX_LINE) -> None:
-        self._max_line = check_max_line(max_line)
-        self._buf = bytearray()  # the unfinished line (or, before _started, a BOM prefix)
-        self._started = False  # the stream start has been checked for a BOM
-        self._skip_lf = False  # the last line ended in "\r": a "\n" next is part of its end
-        self._error: SseError | None = None  # the latched fault
+        self._enter("__init__")
+        try:
+            self._max_line = check_max_line(max_line)
+            self._buf = bytearray()  # the unfinished line (or, before _started, a BOM prefix)
+            self._started = False  # the stream start has been checked for a BOM
+            self._skip_lf = False  # the last line ended in "\r": a "\n" next is part of its end
+            self._error = None  # the latched fault (an SseError)
+        finally:
+            self._busy.release()
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[SseItem]:
         """The items of the lines `data` completes; a fault found here is raised next call."""
+        self._enter("feed")
+        try:
+            return self._feed(data)
+        finally:
+            self._busy.release()
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> list[SseItem]:
         if self._error is not None:
             raise self._error
         if type(data) is not bytes:
@@ -124,6 +269,13 @@ class SseDecoder:
 
     def close(self) -> None:
         """End of input: a clean end, or TruncatedError if a partial line is buffered."""
+        self._enter("close")
+        try:
+            self._close()
+        finally:
+            self._busy.release()
+
+    def _close(self) -> None:
         if self._error is not None:
             raise self._error
         if self._buf:
@@ -142,32 +294,41 @@ class SseDecoder:
         return items
 
 
-class Events:
+class Events(Pending):
     """The items of a blocking reader (`read(n) -> bytes`), one at a time (05 Interfaces)."""
 
-    __slots__ = ("_buffer", "_decoder", "_ended", "_error", "_pending", "_read", "_readinto")
+    __slots__ = ("_buffer", "_decoder", "_ended", "_method", "_read", "_readinto")
 
     def __init__(self, reader: Any, max_line: int = MAX_LINE) -> None:
-        self._decoder = SseDecoder(max_line)
+        self._enter("__init__")
+        try:
+            self._setup(reader, max_line)
+        finally:
+            self._busy.release()
+
+    def _setup(self, reader: Any, max_line: int) -> None:
+        decoder = SseDecoder(max_line)
         # COMMON.md: readinto1/read1 return what has arrived; http.client's readinto/read on a
         # chunked body block until the whole buffer is full, which stalls a live stream.
-        self._readinto: Any = None
-        self._read: Any = None
-        self._buffer = memoryview(bytearray(0))
         for name in ("readinto1", "read1", "readinto", "read"):
             method = getattr(reader, name, None)
             if callable(method):
-                if name.startswith("readinto"):
-                    self._readinto = method
-                    self._buffer = memoryview(bytearray(READ_SIZE))
-                else:
-                    self._read = method
                 break
         else:
             raise TypeError(f"the reader has no read(n) method: {type(reader).__name__}")
+        self._decoder = decoder
+        self._method = name  # for the messages about what it returned
+        self._readinto: Any = None
+        self._read: Any = None
+        self._buffer = bytearray(0)
+        if name.startswith("readinto"):
+            self._readinto = method
+            self._buffer = bytearray(READ_SIZE)  # what readinto writes into, through a view
+        else:
+            self._read = method
         self._pending: list[SseItem] = []  # items already decoded, in reverse order
         self._ended = False
-        self._error: SseError | None = None
+        self._error = None
 
     def __iter__(self) -> Iterator[SseItem]:
         return self
@@ -183,6 +344,14 @@ class Events:
         """The next item, or None once the stream has ended cleanly between lines (05 rule 3)."""
         if self._pending:
             return self._pending.pop()
+        # Nothing is pending while a call runs, so a second caller always gets here.
+        self._enter("next_item")
+        try:
+            return self._next_item()
+        finally:
+            self._busy.release()
+
+    def _next_item(self) -> SseItem | None:
         if self._error is not None:
             raise self._error
         if self._ended:
@@ -203,20 +372,31 @@ class Events:
                 self._error = error
                 raise
             if items:
-                if len(items) > 1:
-                    items.reverse()
-                    self._pending = items
-                    return items.pop()
-                return items[0]
+                return self._handout(items)
+
+    def _read_into(self) -> bytes:
+        """One readinto: a copy of what the reader wrote. A reader may keep a view of the buffer
+        (a slice, memoryview(b), a PickleBuffer...) and write through it later, from any thread:
+        then the next read gets a buffer of its own, so that those writes can never reach the
+        bytes of a later read (as in the Cython twin)."""
+        view = memoryview(self._buffer)
+        n = check_count(self._readinto(view), READ_SIZE, self._method)
+        chunk = bytes(view[:n])
+        del view  # the last reference, unless the reader kept it
+        try:
+            self._buffer.append(0)  # BufferError: a view of it is still alive
+            self._buffer.pop()
+        except BufferError:
+            self._buffer = bytearray(READ_SIZE)
+        return chunk
 
     def _read_chunk(self) -> bytes | memoryview:
         # 05 rule 4, in Python terms (API.md): the reader's exceptions.
         while True:
             try:
                 if self._readinto is not None:
-                    n = self._readinto(self._buffer)
-                    return self._buffer[: n or 0]
-                return self._read(READ_SIZE) or b""
+                    return self._read_into()
+                return check_chunk(self._read(READ_SIZE), self._method) or b""
             except InterruptedError:
                 continue  # retried
             except TimeoutError as err:  # socket.timeout is TimeoutError
@@ -246,16 +426,66 @@ def _iter_events(decoder: SseDecoder, source: Iterable[bytes]) -> Iterator[SseIt
 
 def aiter_events(source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncIterator[SseItem]:
     """The items of an async iterable of byte chunks (httpx `aiter_bytes`, aiohttp `iter_any`)."""
-    decoder = SseDecoder(max_line)
-    return _aiter_events(decoder, source)
+    return AsyncEvents(source, max_line)  # max_line is checked now, not at the first next()
 
 
-async def _aiter_events(
-    decoder: SseDecoder, source: AsyncIterable[bytes]
-) -> AsyncIterator[SseItem]:
-    async for chunk in source:
-        for item in decoder.feed(chunk):
-            yield item
-        if decoder._error is not None:
-            raise decoder._error
-    decoder.close()
+class AsyncEvents(AsyncPending):
+    """What `aiter_events` returns: an async iterator, not an async generator, so that a
+    cancelled `__anext__` (`asyncio.wait_for` around it) does not end the iteration. The next
+    `__anext__` goes on from the source; if the source then ends without having delivered
+    anything since (an async generator source ends for good when a read of it is cancelled),
+    that is `CancelledReadError`, never a clean end."""
+
+    __slots__ = ("_chunks", "_closed", "_decoder", "_interrupted", "_source")
+
+    def __init__(self, source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> None:
+        self._enter("__init__")
+        try:
+            self._decoder = SseDecoder(max_line)
+            self._source = source
+            self._chunks: AsyncIterator[bytes] | None = None  # from the first __anext__ on
+            self._pending: list[SseItem] = []  # items already decoded, in reverse order
+            self._interrupted = False  # a read was cancelled and nothing arrived since
+            self._closed = False
+            self._error = None  # latched: the source's error or the decoder's
+        finally:
+            self._busy.release()
+
+    async def _next(self) -> SseItem:
+        if self._error is not None:
+            raise self._error
+        decoder = self._decoder
+        while True:
+            if self._error is not None:
+                raise self._error
+            if decoder._error is not None:  # after the items that precede it (API.md)
+                self._error = decoder._error
+                raise self._error
+            if self._closed:
+                raise StopAsyncIteration
+            if self._chunks is None:
+                self._chunks = self._source.__aiter__()
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                if self._interrupted:
+                    self._error = CancelledReadError()
+                    raise self._error from None
+                decoder.close()
+                self._closed = True
+                raise
+            except Exception as err:  # the source's own error: latched, as Events latches
+                self._error = err
+                raise
+            except BaseException:  # cancelled (or interrupted) while waiting for the source
+                self._interrupted = True
+                raise
+            self._interrupted = False
+            items = decoder.feed(chunk)
+            if items:
+                return self._handout(items)
+
+    async def aclose(self) -> None:
+        """Stop the iteration (as an async generator's aclose does); the source is left open."""
+        self._closed = True
+        self._pending = []
