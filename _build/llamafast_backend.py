@@ -7,6 +7,10 @@ taken from the pysimdjson package at build time. A pure build (`LLAMAFAST_NO_EXT
 PyPy, new CPythons and machines without a compiler can build the `py3-none-any` wheel from the
 sdist with setuptools alone. Everything else is setuptools' own backend, unchanged; setup.py
 reads the choice from the environment this module sets.
+
+A wheel's extensions are built without debug information (`-g0`, and stripped on Linux);
+`LLAMAFAST_DEBUG_BUILD=1` or `-C debug=true` keeps it (a sanitizer build wants it), and an
+editable install always keeps it.
 """
 
 from __future__ import annotations
