@@ -78,3 +78,12 @@ def test_other_interpreters_build_pure_by_default(
     monkeypatch.setattr(sys, "implementation", types.SimpleNamespace(name="pypy"))
     assert backend.is_pure(None)
     assert not backend.is_pure({"pure-python": "false"})
+
+
+def test_the_dev_extra_pins_what_the_backend_pins(backend: types.ModuleType) -> None:
+    # `python setup.py build_ext --inplace` in a dev venv builds with the same versions.
+    import tomllib
+
+    pyproject = tomllib.loads((BACKEND.parent.parent / "pyproject.toml").read_text("utf-8"))
+    dev = pyproject["project"]["optional-dependencies"]["dev"]
+    assert set(backend.extension_requires(None)) <= set(dev)
