@@ -19,6 +19,7 @@ if not BACKEND.is_file():
 
 @pytest.fixture
 def backend(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    pytest.importorskip("setuptools", reason="the build backend wraps setuptools")
     monkeypatch.delenv("LLAMAFAST_NO_EXTENSIONS", raising=False)
     spec = importlib.util.spec_from_file_location("llamafast_backend_under_test", BACKEND)
     assert spec is not None and spec.loader is not None
