@@ -1,12 +1,17 @@
 """Which twin runs: the Cython one whenever its extensions import, unless
 `LLAMAFAST_NO_EXTENSIONS` is set (to anything but "" or "0") or this is not CPython.
-Read once, at import, like multidict's `_compat.py`. When the install could not compile the
-extensions, setup.py left `_build_failed.txt` here, and importing says so once.
+Read once, at import, like multidict's `_compat.py`.
+
+An install either has the extensions (a binary wheel, or a build that compiled them: the build
+fails rather than leave them out) or is pure by choice (the py3-none-any wheel), so their
+absence is silent. Extension files that are present for this interpreter but do not import mean
+a broken install, and importing says so once, naming the error.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import os
 import sys
 import warnings
@@ -15,19 +20,24 @@ from pathlib import Path
 NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") or (
     sys.implementation.name != "cpython"
 )
+EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c")
 
 USE_EXTENSIONS = False
 if not NO_EXTENSIONS:  # pragma: no branch
     try:
-        for _name in ("_sse_c", "_assemble_c", "_chat_c"):
+        for _name in EXTENSIONS:
             importlib.import_module(f"{__package__}.{_name}")
-    except ImportError:  # not built: a pure install
-        _failed = Path(__file__).with_name("_build_failed.txt")
-        if _failed.is_file():
+    except ImportError as _err:
+        _here = Path(__file__).parent
+        if any(
+            (_here / f"{_name}{suffix}").is_file()
+            for _name in EXTENSIONS
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        ):
             warnings.warn(
-                "llamafast: the Cython extensions could not be built at install time "
-                f"({_failed.read_text(encoding='utf-8').strip()}); the pure-Python "
-                "implementation runs (set LLAMAFAST_NO_EXTENSIONS=1 to choose it silently)",
+                f"llamafast: the Cython extensions are installed but do not import ({_err}); "
+                "the pure-Python implementation runs (reinstall llamafast, or set "
+                "LLAMAFAST_NO_EXTENSIONS=1 to choose it silently)",
                 RuntimeWarning,
                 stacklevel=2,
             )
