@@ -96,7 +96,7 @@ def _pure_copy(tmp_path: Path, failed: str | None) -> Path:
 
 
 def test_an_install_that_could_not_compile_says_so_at_import(tmp_path: Path) -> None:
-    # issue 3: no compiler gives a working pure install with a warning; pip hides the build's
+    # No compiler gives a working pure install, with a warning: pip hides the build's
     # own output, so setup.py leaves a note that the import turns into a RuntimeWarning.
     root = _pure_copy(tmp_path, "CompileError: command 'g++' failed")
     done = subprocess.run(
