@@ -1,4 +1,4 @@
-"""Every bench/ path side by side in one process, and the speed ratios issue 3 asks for.
+"""Every bench/ path side by side in one process, and the speed ratios checked against targets.
 
 Run:
     python bench/ratios.py                  # 7 interleaved rounds, medians, one table

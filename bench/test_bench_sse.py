@@ -43,7 +43,7 @@ def _feed_pieces(impl: types.SimpleNamespace, data: bytes) -> int:
 def test_sse_long_line_in_small_pieces(
     impl: types.SimpleNamespace, benchmark: Any, shape: str
 ) -> None:
-    """Buffering is linear (issue 2): one long line arriving in 16-byte pieces costs about what
+    """Buffering is linear: one long line arriving in 16-byte pieces costs about what
     the same bytes as short lines cost; a decoder that rescanned its buffer on every piece would
     take hundreds of times longer on the long line."""
     data = LONG_LINE if shape.startswith("one") else SHORT_LINES

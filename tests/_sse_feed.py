@@ -99,7 +99,7 @@ class Into1Reader(Read1Reader):
         return self._into("readinto1", buffer)
 
 
-# Each kind of reader and the method Events must read it with (COMMON.md, Events).
+# Each kind of reader and the method Events must read it with (docs/sse.md, rule READER).
 READERS: dict[str, type[ChunkReader]] = {
     "read": ChunkReader,
     "readinto": IntoReader,

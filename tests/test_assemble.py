@@ -1,5 +1,5 @@
-"""The assembler's rules: 07-llama-assemble.md rules 1-6 and the extra rules of issue 2 and
-COMMON.md (strict JSON, the error payload, counts, ids, indices, messages). Every test runs
+"""The assembler's rules, as docs/assembler.md names them (events, the completion, malformed
+chunks: strict JSON, the error payload, counts, ids, indices, messages). Every test runs
 against each twin through the `impl` fixture.
 """
 
@@ -109,7 +109,7 @@ def protocol_error(impl: types.SimpleNamespace, payload: str | bytes, *before: s
     return str(info.value)
 
 
-# --- 07 rule 1: events per chunk, in order --------------------------------------------------------
+# --- events per chunk, in order (docs/assembler.md, rules ORDER, NO-EMPTY and PIECE) --------------
 
 
 def test_one_chunk_gives_progress_then_reasoning_content_and_tool_call_pieces(impl):
@@ -189,7 +189,7 @@ def test_progress_alone_and_with_usage_chunk_choices_empty(impl):
     assert asm.push(chunk(choices=[], timings=timings(1, 2, 3), usage={"total_tokens": 7})) == []
 
 
-# --- 07 rule 2: the completion's text and tool calls ----------------------------------------------
+# --- the completion's text and tool calls (docs/assembler.md, rules TEXT and CALLS) ---------------
 
 
 def test_texts_are_concatenations_of_the_events(impl):
@@ -245,7 +245,7 @@ def test_a_whole_completion(impl):
     assert c.finish(thinking_capped=True).thinking_capped is True
 
 
-# --- 07 rule 3: timings ---------------------------------------------------------------------------
+# --- timings (docs/assembler.md, rule TIMINGS) ----------------------------------------------------
 
 
 def test_timings_are_the_latest_object_seen(impl):
@@ -273,7 +273,20 @@ def test_timings_before_any_chunk_are_zero(impl):
     assert finished(impl).timings == Timings(0, 0, 0)
 
 
-# --- 07 rule 4: reasoning_tokens and in_reasoning -------------------------------------------------
+def test_timings_times_are_numbers_an_integer_taken_as_a_float(impl):
+    got = finished(impl, chunk(timings={"prompt_ms": 7, "predicted_ms": 0})).timings
+    assert got == Timings(0, 0, 0, 7.0, 0.0)
+    assert type(got.prompt_ms) is float and type(got.predicted_ms) is float
+
+
+@pytest.mark.parametrize("field", ["prompt_ms", "predicted_ms"])
+@pytest.mark.parametrize("bad", [-1, -0.5, True, "3", None, [1], {}])
+def test_a_timings_time_must_be_a_number_of_at_least_0(impl, field, bad):
+    protocol_error(impl, chunk(timings={**timings(1, 2, 3), field: bad}))
+
+
+# --- reasoning_tokens and in_reasoning ------------------------------------------------------------
+# docs/assembler.md, rules REASONING-TOKENS and IN-REASONING.
 
 
 def test_reasoning_tokens_follow_predicted_n_while_reasoning(impl):
@@ -333,7 +346,7 @@ def test_in_reasoning_within_one_chunk_is_decided_by_the_last_text(impl):
     assert asm.in_reasoning is True
 
 
-# --- 07 rule 5: finish ----------------------------------------------------------------------------
+# --- finish (docs/assembler.md, rule FINISH) ------------------------------------------------------
 
 
 def test_finish_without_finish_reason_is_stream_closed_early(impl):
@@ -381,7 +394,7 @@ def test_finish_with_an_incomplete_tool_call_is_a_protocol_error(impl, pieces):
         asm.finish()
 
 
-# --- 07 rule 6 and COMMON.md: the shape of a chunk ------------------------------------------------
+# --- the shape of a chunk (docs/assembler.md, rules SHAPE, INDEX and UNKNOWN-FIELDS) --------------
 
 
 @pytest.mark.parametrize(
@@ -437,7 +450,7 @@ def test_a_chunk_of_the_wrong_shape_is_a_protocol_error(impl, payload):
     [
         (1, 0),  # skips ahead: 1 when no call exists
         (3, 2),  # calls 0 and 1 exist: 2 would start the next one, 3 skips ahead
-        (5, 2),  # index 5 when only 0 and 1 exist (07 rule 6)
+        (5, 2),  # index 5 when only 0 and 1 exist (docs/assembler.md, rule INDEX)
         (-1, 0),
         (-1, 1),
         (2**31, 1),
@@ -541,7 +554,8 @@ def test_unknown_fields_are_ignored_at_every_level(impl):
     assert b.finish() == a.finish()
 
 
-# --- issue 2: bytes and str, the error payload, messages ------------------------------------------
+# --- bytes and str, the error payload, messages ---------------------------------------------------
+# docs/assembler.md, rules INPUT, SERVER-ERROR and MESSAGE.
 
 STREAM = [
     chunk(
@@ -655,7 +669,7 @@ def test_a_protocol_errors_message_says_what_was_wrong(impl, payload, what):
     assert what in protocol_error(impl, payload).split(": {")[0].split(": [")[0]
 
 
-# --- COMMON.md: strict JSON -----------------------------------------------------------------------
+# --- strict JSON (docs/assembler.md, rules STRICT-JSON and INPUT) ---------------------------------
 
 
 def wrap(value: str) -> str:
@@ -812,7 +826,8 @@ def test_nesting_deeper_than_256_is_a_protocol_error(impl, depth):
     protocol_error(impl, nested(depth).encode())
 
 
-# --- COMMON.md: ids, counts, progress, atomic pushes ----------------------------------------------
+# --- ids, counts, progress, atomic pushes ---------------------------------------------------------
+# docs/assembler.md, rules ID, COUNTS, ALL-OR-NOTHING and FINISHED.
 
 
 def test_the_first_id_wins(impl):

@@ -1,4 +1,4 @@
-"""build_body: every rule of reference/06-llama-request.md, and API.md's serialization rules."""
+"""build_body: every rule of docs/request-body.md, the bytes and the fields alike."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_body_with_one_tool_and_thinking_on_has_every_field() -> None:
 
 
 def test_thinking_off_is_sent_explicitly() -> None:
-    # Qwen-style templates think when the flag is absent (issue 2, item 3).
+    # Qwen-style templates think when the flag is absent (docs/request-body.md, rule THINKING).
     got = body(ChatRequest(slot=0, messages=[User("hi")]))
     assert got["chat_template_kwargs"] == {"enable_thinking": False}
 

@@ -1,7 +1,7 @@
-# Every numbered rule of issue 4, against a real loopback server replaying the recordings, run
+# Every rule of docs/client.md, against a real loopback server replaying the recordings, run
 # through both clients: the `drive` fixture is the sync Client or the AsyncClient (asyncio.run
 # per request), so each test states the rule once and holds both to it.
-"""Client and AsyncClient against tests/_server.py: rules 1-8 of issue 4, plus the basics."""
+"""Client and AsyncClient against tests/_server.py: the rules of docs/client.md, and the basics."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def test_stream_state_follows_the_body(server: ReplayServer) -> None:
     assert (Reasoning, True, False) in seen and (Content, False, False) in seen
 
 
-# --- rule 1: one request per slot at a time, in order, within one client ------------------
+# --- one request per slot at a time, in order (docs/client.md, rule QUEUE) --------------------
 
 
 def slow(name: str = "content_only", seconds: float = 0.15) -> Reply:
@@ -240,7 +240,7 @@ def test_waiting_in_the_queue_past_wait_timeout(drive: Driver, server: ReplaySer
     assert [log.body["messages"][0]["content"] for log in server.chat_logs()] == ["first"]
 
 
-# --- rule 2: a model that is loading ------------------------------------------------------
+# --- a model that is loading (docs/client.md, rule LOAD) --------------------------------------
 
 
 def test_loading_model_waits_then_streams(drive: Driver, server: ReplayServer) -> None:
@@ -281,7 +281,7 @@ def test_poll_delays_back_off_and_stay_bounded() -> None:
     assert [next(delays) for _ in range(3)] == [0.01, 0.02, 0.03]
 
 
-# --- rule 3: a slot busy on the server, and slots it does not have ------------------------
+# --- a busy slot, slots it lacks (docs/client.md, rules SLOTS and WAIT) -----------------------
 
 
 def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None:
@@ -418,7 +418,7 @@ def test_busy_slot_recording_replayed_at_its_pace(drive: Driver, server: ReplayS
     assert out.elapsed >= 0.14
 
 
-# --- rule 4: retries before the first byte --------------------------------------------------
+# --- retries before the first byte (docs/client.md, rules RETRIES and BACKOFF) ----------------
 
 
 def test_refused_connection_is_retried(drive: Driver, server: ReplayServer) -> None:
@@ -506,7 +506,7 @@ def test_backoff_doubles_with_jitter_and_is_capped() -> None:
     assert backoff_ms(Limits(retry_base_ms=1, retry_max_ms=1), 1, rng) == 1
 
 
-# --- rule 5: HTTP errors --------------------------------------------------------------------
+# --- HTTP errors (docs/client.md, rule HTTP-ERRORS) -------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -548,7 +548,7 @@ def test_200_that_is_not_an_event_stream(drive: Driver, server: ReplayServer) ->
     assert "application/json" in str(err)
 
 
-# --- rule 6: stalls and cuts ----------------------------------------------------------------
+# --- stalls and cuts (docs/client.md, rules STALL and STREAM-ERRORS) --------------------------
 
 
 def test_no_byte_for_stall_timeout_is_stalled(drive: Driver, server: ReplayServer) -> None:
@@ -632,7 +632,7 @@ def test_line_not_utf8_is_protocol_error(drive: Driver, server: ReplayServer) ->
     assert out.events == expected("content_only")[0][:2]
 
 
-# --- rule 7: the thinking budget ------------------------------------------------------------
+# --- the thinking budget (docs/client.md, rules BUDGET and HARD-CAP) --------------------------
 
 
 def capped_reply() -> Reply:
@@ -704,7 +704,7 @@ def test_hard_cap_alone(drive: Driver, server: ReplayServer) -> None:
     assert reasoning and not any(isinstance(e, Content) for e in out.events)
 
 
-# --- rule 8: leaving early closes the connection at once ------------------------------------
+# --- leaving early closes the connection at once (docs/client.md, rule CLOSE) -----------------
 
 
 def closed_by_client(server: ReplayServer, within: float = 1.0) -> bool:

@@ -143,7 +143,7 @@ def test_constructing_a_bad_config_directly_fails_the_same_way(make: Any, key: s
 
 
 def test_every_limits_field_can_be_set_from_toml(tmp_path: Path) -> None:
-    # Whatever a later issue adds to Limits is readable from the [limits] table.
+    # Whatever field Limits gains later is readable from the [limits] table.
     defaults = Limits()
     lines = []
     for f in dataclasses.fields(Limits):

@@ -1,4 +1,4 @@
-"""The values and errors: one definition, immutable, equal by value, match-able (API.md)."""
+"""The values and errors: one definition, immutable, equal by value, match-able."""
 
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ cdef dict _FINISH = {
 }
 
 cdef class Assembler:
-    """Folds streamed chunks into a Completion (07-llama-assemble.md; API.md, The assembler)."""
+    """Folds streamed chunks into a Completion, following the rules of docs/assembler.md."""
 
     # Every field is set here (the TextBufs and counts are zeroed by the allocation), so an
     # Assembler made by `Assembler.__new__(Assembler)`, or by a subclass whose __init__ skips
@@ -394,8 +394,9 @@ cdef class Assembler:
             self._busy = False
 
     def finish(self, thinking_capped=False):
-        """The Completion (07 rule 5): StreamClosedEarlyError without a finish_reason,
-        ProtocolError without an id or with a tool call that never got an id or a name."""
+        """The Completion (docs/assembler.md, rule FINISH): StreamClosedEarlyError without a
+        finish_reason, ProtocolError without an id or with a tool call that never got an id or a
+        name."""
         if self._busy:  # one caller at a time, as in push_into
             raise _assemble_py.busy_error(self, "finish")
         self._busy = True
@@ -507,7 +508,7 @@ cdef int _fold(
                 has_error = True
         inc(it)
 
-    # API.md, The assembler: an error object mid-stream is the server's failure
+    # An error object mid-stream is the server's failure (docs/assembler.md, rule SERVER-ERROR)
     if has_error and lf_type(e_error) == T_OBJECT:
         raise HttpError(_error_status(e_error), _text(data, n, src))
 
@@ -660,7 +661,8 @@ cdef Py_ssize_t _delta(
         if slen:
             events.append(_reasoning(PyUnicode_DecodeUTF8(p, slen, NULL)))
             _put_text(&self._reasoning, reasoning_len, p, slen)
-            reasoning_tokens[0] = predicted_n  # 07 rule 4: timings were updated first
+            # timings were updated first (docs/assembler.md, rule REASONING-TOKENS)
+            reasoning_tokens[0] = predicted_n
             in_reasoning[0] = True
     if has_content and lf_type(e_content) != T_NULL:
         if lf_type(e_content) != T_STRING:
@@ -675,7 +677,8 @@ cdef Py_ssize_t _delta(
             raise _bad(data, n, src, f'"tool_calls" is {_kind(e_calls)}, not an array')
         before = PyList_GET_SIZE(events)
         ncalls = _tool_calls(self, e_calls, events, ncalls, data, n, src)
-        if PyList_GET_SIZE(events) > before:  # 07 rule 4: after a tool-call piece
+        # after a tool-call piece (docs/assembler.md, rule IN-REASONING)
+        if PyList_GET_SIZE(events) > before:
             in_reasoning[0] = False
     return ncalls
 
@@ -777,8 +780,8 @@ cdef Py_ssize_t _tool_calls(
     return ncalls
 
 cdef int _commit(Assembler self, list events, Py_ssize_t start) except -1:
-    """Folds a valid chunk's tool-call pieces into the state (07 rule 2): its events are
-    events[start:]. (Its text went into the TextBufs as it was read.)"""
+    """Folds a valid chunk's tool-call pieces into the state (docs/assembler.md, rule CALLS): its
+    events are events[start:]. (Its text went into the TextBufs as it was read.)"""
     cdef Py_ssize_t i, index
     cdef PyObject* ev
     cdef PyTypeObject* t
@@ -820,7 +823,7 @@ cdef int _put_text(TextBuf* buf, Py_ssize_t* at, const char* p, size_t n) except
 
 
 cdef object _decode(TextBuf* buf):
-    """07 rule 2: the concatenated text, or None if there never was any."""
+    """The concatenated text, or None if there never was any (docs/assembler.md, rule TEXT)."""
     if buf.len == 0:
         return None
     return PyUnicode_DecodeUTF8(buf.data, buf.len, NULL)
@@ -987,7 +990,8 @@ cdef object _text(const char* data, Py_ssize_t n, object src):
 
 
 cdef object _bad(const char* data, Py_ssize_t n, object src, str what):
-    """COMMON.md: every ProtocolError says what was wrong and shows a cut of the payload: the
-    object pushed, or (fused path, where the pure twin pushes the SSE item) the payload as str."""
+    """Every ProtocolError says what was wrong and shows a cut of the payload
+    (docs/assembler.md, rule MESSAGE): the object pushed, or (fused path, where the pure twin
+    pushes the SSE item) the payload as str."""
     shown = src if src is not None else PyUnicode_DecodeUTF8(data, n, "replace")
     return ProtocolError(f"{what}: {cut(shown)}")

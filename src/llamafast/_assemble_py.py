@@ -1,4 +1,4 @@
-"""The assembler, pure twin (07-llama-assemble.md plus API.md's error payload).
+"""The assembler, pure twin: the rules of docs/assembler.md.
 
 Each payload is parsed by the stdlib's C JSON scanner, made as strict as simdjson by cheap byte
 searches that send only suspicious payloads down slow exact checks; then only the fields the rules
@@ -34,11 +34,11 @@ MAX_DEPTH: Final = 256
 """The deepest nesting of objects and arrays a payload may have (its own object is depth 1,
 an empty [] or {} counts as a level): both twins accept exactly this deep and reject deeper."""
 
-_INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (COMMON.md, Assembler)
+_INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (docs/assembler.md, rule COUNTS)
 _JSON_INT_MIN: Final = -(1 << 63)  # the integers simdjson can hold: int64 or uint64
 _JSON_INT_MAX: Final = (1 << 64) - 1
 
-_FINISH: Final = {  # 07 rule 6: the only finish reasons
+_FINISH: Final = {  # the only finish reasons (docs/assembler.md, rule SHAPE)
     "stop": FinishReason.STOP,
     "tool_calls": FinishReason.TOOL_CALLS,
     "length": FinishReason.LENGTH,
@@ -47,7 +47,7 @@ _FINISH: Final = {  # 07 rule 6: the only finish reasons
 _ABSENT: Final[Any] = object()  # a key that is not there (null is a value)
 
 
-# --- strict JSON (COMMON.md, Assembler: "Strict") --------------------------------------------
+# --- strict JSON (docs/assembler.md, rule STRICT-JSON) -----------------------------------------
 # json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
 # surrogate escapes and any nesting Python's stack allows; simdjson rejects all of them.
 # NaN/Infinity go through parse_constant, which costs nothing on valid input. For the rest, one
@@ -161,7 +161,8 @@ def busy_error(asm: object, method: str) -> RuntimeError:
 
 
 def _bad(what: str, payload: str | bytes) -> ProtocolError:
-    """COMMON.md: every ProtocolError says what was wrong and shows a cut of the payload."""
+    """Every ProtocolError says what was wrong and shows a cut of the payload
+    (docs/assembler.md, rule MESSAGE)."""
     return ProtocolError(f"{what}: {cut(payload)}")
 
 
@@ -183,7 +184,8 @@ def _kind(value: Any) -> str:
 
 
 def _count(value: Any, where: str, payload: str | bytes) -> int:
-    """A count (COMMON.md): an integer, not bool or float, with 0 <= n <= 2**63-1."""
+    """A count: an integer, not bool or float, with 0 <= n <= 2**63-1 (docs/assembler.md,
+    rule COUNTS)."""
     if type(value) is not int:
         raise _bad(f'"{where}" is {_kind(value)}, not an integer', payload)
     if value < 0:
@@ -194,7 +196,7 @@ def _count(value: Any, where: str, payload: str | bytes) -> int:
 
 
 class Assembler:
-    """Folds streamed chunks into a Completion (07-llama-assemble.md; API.md, The assembler)."""
+    """Folds streamed chunks into a Completion, following the rules of docs/assembler.md."""
 
     __slots__ = (
         "_busy",
@@ -311,10 +313,10 @@ class Assembler:
             chunk = _parse(text, raw)
         except (ValueError, RecursionError) as err:
             raise _bad(f"the chunk is not valid JSON ({err})", data) from None
-        if type(chunk) is not dict:  # 07 rule 6: a JSON object of this shape
+        if type(chunk) is not dict:  # docs/assembler.md, rule SHAPE: a JSON object
             raise _bad(f"the chunk is {_kind(chunk)}, not a JSON object", data)
 
-        # API.md, The assembler: the server failed after the stream started.
+        # The server failed after the stream started (docs/assembler.md, rule SERVER-ERROR).
         error = chunk.get("error")
         if type(error) is dict:
             code = error.get("code")
@@ -326,7 +328,8 @@ class Assembler:
                 raise _bad('the chunk has no "choices"', data)
             raise _bad(f'"choices" is {_kind(choices)}, not an array', data)
 
-        # COMMON.md: the first chunk carrying an id sets it; every id must be a string.
+        # The first chunk carrying an id sets it; every id must be a string (docs/assembler.md,
+        # rules ID and SHAPE).
         new_id = None
         cid = chunk.get("id", _ABSENT)
         if cid is not _ABSENT:
@@ -335,8 +338,9 @@ class Assembler:
             if self._id is None:
                 new_id = cid
 
-        # 07 rule 3: the latest timings replace the previous ones; missing counts are 0, and so
-        # are missing times (milliseconds, finite non-negative numbers: the rates need them).
+        # The latest timings replace the previous ones; missing counts are 0, and so are missing
+        # times (milliseconds, finite non-negative numbers: the rates need them). See
+        # docs/assembler.md, rule TIMINGS.
         timings = chunk.get("timings", _ABSENT)
         if timings is _ABSENT:
             counts = self._timings
@@ -361,13 +365,14 @@ class Assembler:
             predicted_ms = _millis(timings.get("predicted_ms", 0.0), "timings.predicted_ms", data)
             counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
-        # 07 rule 1: Progress first.
+        # Progress first (docs/assembler.md, rule ORDER).
         events: list[ChatEvent] = []
         progress = chunk.get("prompt_progress", _ABSENT)
         if progress is not _ABSENT:
             events.append(_progress(progress, data))
 
-        # 07 rule 1: then per choice Reasoning, Content, one ToolCallDelta per tool_calls entry.
+        # Then per choice Reasoning, Content, one ToolCallDelta per tool_calls entry
+        # (docs/assembler.md, rule ORDER).
         ncalls = len(self._calls)
         finish_reason = self._finish_reason
         in_reasoning = self._in_reasoning
@@ -376,14 +381,14 @@ class Assembler:
             if type(choice) is not dict:
                 raise _bad(f"a choice is {_kind(choice)}, not an object", data)
             reason = choice.get("finish_reason")
-            if reason is not None:  # 07 rule 6: one of the three, or null
+            if reason is not None:  # one of the three, or null (docs/assembler.md, rule SHAPE)
                 if type(reason) is not str:
                     raise _bad(f'"finish_reason" is {_kind(reason)}, not a string', data)
                 if reason not in _FINISH:
                     raise _bad(f'unknown "finish_reason" {reason!r}', data)
                 finish_reason = _FINISH[reason]
             delta = choice.get("delta")
-            if delta is None:  # COMMON.md: missing or null is an empty delta
+            if delta is None:  # missing or null is an empty delta (docs/assembler.md, rule SHAPE)
                 continue
             if type(delta) is not dict:
                 raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
@@ -391,16 +396,16 @@ class Assembler:
             if piece is not None:
                 if type(piece) is not str:
                     raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
-                if piece:  # 07 rule 1: empty text, no event
+                if piece:  # empty text, no event (docs/assembler.md, rule NO-EMPTY)
                     events.append(Reasoning(piece))
-                    in_reasoning = reasoned = True  # 07 rule 4
+                    in_reasoning = reasoned = True  # docs/assembler.md, rule IN-REASONING
             piece = delta.get("content")
             if piece is not None:
                 if type(piece) is not str:
                     raise _bad(f'"content" is {_kind(piece)}, not a string', data)
                 if piece:
                     events.append(Content(piece))
-                    in_reasoning = False  # 07 rule 4: answer text
+                    in_reasoning = False  # answer text (docs/assembler.md, rule IN-REASONING)
             calls = delta.get("tool_calls")
             if calls is not None:
                 if type(calls) is not list:
@@ -408,7 +413,7 @@ class Assembler:
                 for entry in calls:
                     call = _tool_call_delta(entry, ncalls, data)
                     events.append(call)
-                    in_reasoning = False  # 07 rule 4: a tool-call piece
+                    in_reasoning = False  # a tool-call piece (docs/assembler.md, rule IN-REASONING)
                     if call.index == ncalls:
                         ncalls += 1
 
@@ -416,7 +421,8 @@ class Assembler:
         if new_id is not None:
             self._id = new_id
         self._timings = counts
-        if reasoned:  # 07 rule 4: the latest timings' predicted_n, timings updated first
+        # The latest predicted_n, timings updated first (docs/assembler.md, rule REASONING-TOKENS).
+        if reasoned:
             self._reasoning_tokens = counts[2]
         self._in_reasoning = in_reasoning
         self._finish_reason = finish_reason
@@ -430,7 +436,8 @@ class Assembler:
         return events
 
     def _fold_tool_call(self, delta: ToolCallDelta) -> None:
-        """07 rule 2: arguments concatenated; id and name from the first piece that has them."""
+        """Arguments concatenated; id and name from the first piece that has them
+        (docs/assembler.md, rule CALLS)."""
         if delta.index == len(self._calls):
             self._calls.append([delta.id, delta.name, [delta.arguments]])
             return
@@ -442,8 +449,9 @@ class Assembler:
         call[2].append(delta.arguments)
 
     def finish(self, thinking_capped: bool = False) -> Completion:
-        """The Completion (07 rule 5): StreamClosedEarlyError without a finish_reason,
-        ProtocolError without an id or with a tool call that never got an id or a name."""
+        """The Completion (docs/assembler.md, rule FINISH): StreamClosedEarlyError without a
+        finish_reason, ProtocolError without an id or with a tool call that never got an id or a
+        name."""
         if not self._busy.acquire(False):  # one caller at a time, as in push
             raise busy_error(self, "finish")
         try:
@@ -465,7 +473,8 @@ class Assembler:
             calls.append(ToolCall(call_id, name, "".join(pieces)))
         return Completion(
             self._id,
-            "".join(self._content) if self._content else None,  # 07 rule 2: None if no text
+            # None if there is no text (docs/assembler.md, rule TEXT)
+            "".join(self._content) if self._content else None,
             "".join(self._reasoning) if self._reasoning else None,
             tuple(calls),
             self._finish_reason,
@@ -489,7 +498,8 @@ def _millis(value: Any, where: str, payload: str | bytes) -> float:
 
 
 def _progress(progress: Any, payload: str | bytes) -> Progress:
-    """COMMON.md: prompt_progress is an object whose total, cache and processed are counts."""
+    """prompt_progress is an object whose total, cache and processed are counts
+    (docs/assembler.md, rule COUNTS)."""
     if type(progress) is not dict:
         raise _bad(f'"prompt_progress" is {_kind(progress)}, not an object', payload)
     counts = []
@@ -502,13 +512,15 @@ def _progress(progress: Any, payload: str | bytes) -> Progress:
 
 
 def _tool_call_delta(entry: Any, ncalls: int, payload: str | bytes) -> ToolCallDelta:
-    """One tool_calls entry as a ToolCallDelta (07 rules 1 and 6); `ncalls` calls exist so far."""
+    """One tool_calls entry as a ToolCallDelta (docs/assembler.md, rules PIECE, SHAPE and
+    INDEX); `ncalls` calls exist so far."""
     if type(entry) is not dict:
         raise _bad(f"a tool call is {_kind(entry)}, not an object", payload)
     index = entry.get("index", _ABSENT)
     if index is _ABSENT:
         raise _bad('a tool call has no "index"', payload)
-    # 07 rule 6 / issue 2: the index comes from the server; never trusted as a list index.
+    # The index comes from the server: never trusted as a list index (docs/assembler.md,
+    # rule INDEX).
     if type(index) is not int:
         raise _bad(f'tool call "index" is {_kind(index)}, not an integer', payload)
     if index < 0:

@@ -1,4 +1,4 @@
-"""The request body (06-llama-request.md): a chat request as the exact JSON llama-server expects.
+"""The request body: a chat request as the exact JSON llama-server expects (docs/request-body.md).
 
 The server's prompt cache only hits when a request repeats the earlier messages byte for byte,
 so the body is built from plain dicts in one fixed key order and serialized with fixed

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,26 @@ def _describe(lo: float | None, hi: float | None, open_lo: bool) -> str:
     return f"at most {hi:g}"
 
 
+def _document(cls: Any) -> Any:
+    """Append each field's `doc` metadata, with its default, to the class docstring: the field
+    holds the one explanation, and help() shows it."""
+    lines = [cls.__doc__.rstrip(), "", "Fields (default):"]
+    for f in dataclasses.fields(cls):
+        text = f"{f.name} ({f.default!r}): {f.metadata['doc']}"
+        lines.append(
+            textwrap.fill(
+                text,
+                92,
+                initial_indent="    ",
+                subsequent_indent="        ",
+                break_long_words=False,
+                break_on_hyphens=False,  # "docs/request-body.md" stays whole
+            )
+        )
+    cls.__doc__ = "\n".join(lines) + "\n"
+    return cls
+
+
 def _r(
     default: Any,
     lo: float | None = None,
@@ -89,18 +110,38 @@ def _r(
     return field(default=default, metadata={"range": _range(lo, hi, open_lo=open_lo), "doc": doc})
 
 
+@_document
 @dataclass(frozen=True, slots=True)
 class InferConfig:
     """Where the server is and how to sample: the `[infer]` table."""
 
-    url: str = "http://127.0.0.1:8080"
-    model: str = "default"
-    temperature: float = _r(0.6, 0.0, 100.0)
-    top_p: float = _r(0.95, 0.0, 1.0)
-    top_k: int = _r(20, 0, _INT_MAX)
-    # Sent as "Authorization: Bearer <key>" on every request; a secret, so never in repr() and
-    # never in an error message.
-    api_key: str | None = field(default=None, repr=False, metadata={"secret": True})
+    url: str = field(
+        default="http://127.0.0.1:8080",
+        metadata={
+            "doc": "the server's URL, http:// or https://; a path in it prefixes every request"
+        },
+    )
+    model: str = field(default="default", metadata={"doc": "the body's `model` field"})
+    temperature: float = _r(
+        0.6,
+        0.0,
+        100.0,
+        doc="the sampling temperature when the request sets none "
+        "(docs/request-body.md, rule FALLBACK)",
+    )
+    top_p: float = _r(0.95, 0.0, 1.0, doc="nucleus sampling, when the request sets none")
+    top_k: int = _r(
+        20, 0, _INT_MAX, doc="the k likeliest tokens (0: all), when the request sets none"
+    )
+    api_key: str | None = field(
+        default=None,
+        repr=False,
+        metadata={
+            "secret": True,
+            "doc": "sent as `Authorization: Bearer <key>` on every request; a secret, never in "
+            "repr() or an error message (docs/client.md, rule API-KEY)",
+        },
+    )
 
     def __post_init__(self) -> None:
         _check(self, "infer")
@@ -117,25 +158,85 @@ class InferConfig:
             )
 
 
+@_document
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Every bound the reader, the body builder and the client respect: the `[limits]` table."""
 
-    max_tokens: int = _r(4096, 1, _INT_MAX, doc="max_tokens sent with every request")
-    max_line: int = _r(1 << 20, 1, _INT_MAX, doc="longest event-stream line accepted, in bytes")
-    wait_timeout: float = _r(600.0, 0.0, open_lo=True, doc="seconds to wait for a busy slot")
-    load_timeout: float = _r(600.0, 0.0, open_lo=True, doc="seconds to wait for a model load")
-    stall_timeout: float = _r(60.0, 0.0, open_lo=True, doc="seconds without a byte mid-stream")
-    connect_timeout: float = _r(10.0, 0.0, open_lo=True, doc="seconds to open a connection")
-    retries: int = _r(3, 0, 1000, doc="retries of a refused connection or a 503")
-    retry_base_ms: int = _r(200, 1, 3_600_000, doc="first back-off, doubled each retry")
-    retry_max_ms: int = _r(10_000, 1, 3_600_000, doc="longest back-off between retries")
-    wait_for_slot: bool = True
-    thinking_budget: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before reasoning_end; 0: off")
-    thinking_hard_cap: int = _r(0, 0, _INT_MAX, doc="reasoning tokens before closing; 0: off")
-    sse_ping_interval: float = _r(0.0, 0.0, 3600.0, doc="ask the server to ping; 0: don't")
+    max_tokens: int = _r(4096, 1, _INT_MAX, doc="the body's max_tokens when the request sets none")
+    max_line: int = _r(
+        1 << 20,
+        1,
+        _INT_MAX,
+        doc="the longest event-stream line, in bytes (docs/sse.md, rule MAX-LINE)",
+    )
+    wait_timeout: float = _r(
+        600.0,
+        0.0,
+        open_lo=True,
+        doc="seconds a request may wait for its turn, its slot and its first byte "
+        "(docs/client.md, rule WAIT)",
+    )
+    load_timeout: float = _r(
+        600.0, 0.0, open_lo=True, doc="seconds to wait for a model load (docs/client.md, rule LOAD)"
+    )
+    stall_timeout: float = _r(
+        60.0,
+        0.0,
+        open_lo=True,
+        doc="seconds without a byte once the stream started (docs/client.md, rule STALL)",
+    )
+    connect_timeout: float = _r(
+        10.0,
+        0.0,
+        open_lo=True,
+        doc="seconds to open a connection; also bounds each /slots, /health and control request",
+    )
+    retries: int = _r(
+        3,
+        0,
+        1000,
+        doc="retries of a failed connection or a 503 before the first byte "
+        "(docs/client.md, rule RETRIES)",
+    )
+    retry_base_ms: int = _r(
+        200,
+        1,
+        3_600_000,
+        doc="the first back-off in ms, doubled each retry (docs/client.md, rule BACKOFF)",
+    )
+    retry_max_ms: int = _r(
+        10_000, 1, 3_600_000, doc="the longest back-off in ms; at least retry_base_ms"
+    )
+    wait_for_slot: bool = field(
+        default=True,
+        metadata={
+            "doc": "when false, a busy slot is BusyError at once instead of a wait "
+            "(docs/client.md, rule SLOTS)"
+        },
+    )
+    thinking_budget: int = _r(
+        0,
+        0,
+        _INT_MAX,
+        doc="reasoning tokens after which the server is asked to end the reasoning; 0: off "
+        "(docs/client.md, rule BUDGET)",
+    )
+    thinking_hard_cap: int = _r(
+        0,
+        0,
+        _INT_MAX,
+        doc="reasoning tokens after which the stream is closed; 0: off, else at least "
+        "thinking_budget (docs/client.md, rule HARD-CAP)",
+    )
+    sse_ping_interval: float = _r(
+        0.0, 0.0, 3600.0, doc="seconds between the server's ping comments, sent in the body; 0: off"
+    )
     slot_check_delay: float = _r(
-        0.25, 0.0, open_lo=True, doc="seconds without a first byte before asking /slots"
+        0.25,
+        0.0,
+        open_lo=True,
+        doc="seconds without a first byte before /slots is asked (docs/client.md, rule SLOTS)",
     )
 
     def __post_init__(self) -> None:
@@ -154,6 +255,10 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """Everything the body builder and the clients read: `infer` (an `InferConfig`, where the
+    server is and how to sample) and `limits` (a `Limits`, every bound). Both default to their
+    own defaults; `Config.from_toml(path)` reads them from the `[infer]` and `[limits]` tables."""
+
     infer: InferConfig = field(default_factory=InferConfig)
     limits: Limits = field(default_factory=Limits)
 

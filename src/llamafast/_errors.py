@@ -48,7 +48,7 @@ class LlamafastError(Exception):
     """The root of every error llamafast raises: `except LlamafastError` catches them all."""
 
 
-# --- the SSE reader's errors (05-loopd-sse.md, SseError) -----------------------------------
+# --- the SSE reader's errors (docs/sse.md, rules MAX-LINE, UTF8, END and READ-ERRORS) -------
 
 
 class SseError(LlamafastError):
@@ -109,7 +109,7 @@ class NotUtf8Error(SseError):
         return f"an event-stream line is not valid UTF-8: {cut(self.line, 80)}"
 
 
-# --- the client's and the assembler's errors (06-llama-request.md, InferError) -------------
+# --- the client's and the assembler's errors (docs/client.md, rule STREAM-ERRORS) ----------
 
 
 class InferError(LlamafastError):

@@ -1,7 +1,7 @@
 """The values both implementations hand out: one definition, imported by the pure twins and the
 Cython twins alike, so `==`, `match` and `isinstance` behave the same whichever one runs.
 
-Frozen, slotted dataclasses (API.md, Values): immutable, equal by value, usable in `match`.
+Frozen, slotted dataclasses: immutable, equal by value, usable in `match`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One finished tool call; `arguments` is the JSON text exactly as received, never parsed."""
+    """One finished tool call: `id` (the server's call id, which a `Tool` message answers),
+    `name` (the function called) and `arguments` (the JSON text exactly as received, never
+    parsed; `parse_arguments()` parses it)."""
 
     id: str
     name: str
@@ -71,21 +73,29 @@ class ToolCall:
             ) from None
 
 
-# The four kinds of chat message (06-llama-request.md, "One example of each kind of message").
+# The four kinds of chat message (docs/request-body.md, rule MESSAGES).
 
 
 @dataclass(frozen=True, slots=True)
 class System:
+    """A system message: `content`, its text."""
+
     content: str
 
 
 @dataclass(frozen=True, slots=True)
 class User:
+    """A user message: `content`, its text."""
+
     content: str
 
 
 @dataclass(frozen=True, slots=True)
 class Assistant:
+    """An assistant message, sent back as it arrived so the prompt cache holds: `content` (the
+    answer, `None` when there was none), `reasoning_content` (the reasoning, or `None`) and
+    `tool_calls` (the `ToolCall`s it made)."""
+
     content: str | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -93,16 +103,21 @@ class Assistant:
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool's answer: `tool_call_id` (the `ToolCall.id` it answers) and `content` (the result
+    as text)."""
+
     tool_call_id: str
     content: str
 
 
 ChatMessage: TypeAlias = System | User | Assistant | Tool
+"""Any chat message: `System`, `User`, `Assistant` or `Tool`."""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolSchema:
-    """A tool the model may call; `parameters` is a JSON Schema object."""
+    """A tool the model may call: `name` (what the model calls it by), `description` (what it
+    does, for the model) and `parameters` (a JSON Schema object for its arguments)."""
 
     name: str
     description: str
@@ -111,9 +126,19 @@ class ToolSchema:
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
-    """One chat request. `slot=None` lets the server pick the slot (the clients then keep no
-    per-slot order for it). A keyword field left `None` takes the `Config` value where the config
-    has one and is otherwise left out of the body; `extra` adds fields llama-server accepts."""
+    """One chat request (docs/request-body.md says how each field is sent).
+
+    `slot`: the server slot to run on (an int from 0), or `None` to let the server pick (the
+    clients then keep no per-slot order for it). `messages`: the conversation, `System`, `User`,
+    `Assistant` and `Tool` messages. `tools`: the `ToolSchema`s the model may call. `thinking`:
+    whether the model reasons first (`enable_thinking`).
+
+    Keyword fields, `None` (or empty) when not set: one left `None` takes the `Config` value where
+    the config has one (`max_tokens`, `temperature`, `top_p`, `top_k`) and is otherwise left out
+    of the body. `min_p` (from 0 to 1) and `seed` sample; `stop` lists strings that end the
+    answer; `tool_choice` is "auto", "none", "required" or a tool's name; `response_format`
+    (such as a JSON schema) and `grammar` (GBNF text) constrain the answer; `extra` adds fields
+    llama-server accepts that have no field here."""
 
     slot: int | None
     messages: Sequence[ChatMessage]
@@ -134,6 +159,9 @@ class ChatRequest:
 
 
 class FinishReason(enum.Enum):
+    """Why the model stopped: `STOP` (it finished, or hit a stop string), `TOOL_CALLS` (it
+    called tools and waits for their answers) or `LENGTH` (it reached `max_tokens`)."""
+
     STOP = "stop"
     TOOL_CALLS = "tool_calls"
     LENGTH = "length"
@@ -164,6 +192,13 @@ class Timings:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
+    """The whole answer, once the stream has finished: `id` (the server's completion id),
+    `content` and `reasoning_content` (the answer and the reasoning text, `None` when there was
+    none), `tool_calls` (the `ToolCall`s, in order), `finish_reason` (a `FinishReason`),
+    `timings` (the server's last `Timings`), `reasoning_tokens` (tokens generated up to the end
+    of the reasoning) and `thinking_capped` (whether the client ended the reasoning early at
+    `thinking_budget`)."""
+
     id: str
     content: str | None
     reasoning_content: str | None
@@ -202,17 +237,23 @@ class Progress:
 
 @dataclass(frozen=True, slots=True)
 class Reasoning:
+    """A piece of the model's reasoning: `text`, never empty."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class Content:
+    """A piece of the answer: `text`, never empty."""
+
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """One streamed piece of tool call `index`; `id` and `name` only in the piece that has them."""
+    """One streamed piece of tool call `index` (0 for the first call): `id` and `name` are set
+    only in the piece that has them (`None` otherwise), and `arguments` is this piece's text of
+    the arguments (`""` when it has none)."""
 
     index: int
     id: str | None
@@ -239,9 +280,10 @@ class Retrying:
 ChatEvent: TypeAlias = (
     Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
 )
+"""Anything a chat stream hands out while the answer arrives; `match` on the kind."""
 
 
-# The SSE reader's items (05-loopd-sse.md, SseItem): a data payload as str, or DONE.
+# The SSE reader's items: a data payload as str, or DONE (docs/sse.md, rule DONE).
 
 
 class Done(enum.Enum):
@@ -257,8 +299,10 @@ class Done(enum.Enum):
 
 
 DONE: Final = Done.DONE
+"""The item for `data: [DONE]`, the end of the answer; test it with `item is DONE`."""
 
 SseItem: TypeAlias = str | Done
+"""What the SSE reader hands out: a data line's text, or `DONE`."""
 
 
 def _refuse_setattr(self: object, name: str, value: object) -> None:

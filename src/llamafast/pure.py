@@ -62,6 +62,7 @@ from ._values import (
 )
 
 IMPLEMENTATION = "python"
+"""Which twins these names are: "python" here; "cython" or "python" in `llamafast`."""
 
 __all__ = [
     "DONE",
