@@ -67,7 +67,8 @@ CHILD = textwrap.dedent(
         segments = [(block, blocks(size)), (tail, len(tail))]
     elif mode == "line":  # one line that never ends
         segments = [(b"data: ", 6), (b"a" * 65536, size)]
-    else:  # "afterline": one long line (a chunk the assembler ignores), then 16 MiB of chunks
+    else:  # "afterline"/"afterchunk": one long line (a chunk the assembler ignores), then 16 MiB
+        # of chunks; read by Events alone, or by ChatStream (the reader and the assembler)
         head = b'data: {"choices":[{"delta":{}}],"id":"chatcmpl-mem","padding":"'
         end = b'"}\n\n'
         segments = [(head, len(head)), (x, size), (end, len(end)), (block, blocks(16 << 20))]
@@ -196,4 +197,16 @@ def test_a_long_line_is_not_kept(impl: types.SimpleNamespace) -> None:
     r = measure(impl.IMPLEMENTATION, "afterline", line, max_line=line + MiB)
     assert r["content"] == "Done" and r["error"] is None
     assert int(r["peak"]) - int(r["before"]) > line  # the line was held, while it was read
+    assert int(r["after"]) - int(r["before"]) < 8 * MiB, r
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_a_long_chunk_is_not_kept(impl: types.SimpleNamespace) -> None:
+    """After one very long chunk the assembler's parser goes back to its normal size too: the
+    fused stream holds a few MiB more than before once it has gone on past the chunk, not the
+    parser's buffers for it (simdjson's parser keeps the capacity of its largest document)."""
+    line = 128 * MiB if impl.IMPLEMENTATION == "cython" else 32 * MiB
+    r = measure(impl.IMPLEMENTATION, "afterchunk", line, max_line=line + MiB)
+    assert r["content"] == "done" and r["error"] is None
+    assert int(r["peak"]) - int(r["before"]) > line  # the chunk was held, while it was parsed
     assert int(r["after"]) - int(r["before"]) < 8 * MiB, r

@@ -406,7 +406,34 @@ cdef class Assembler:
             self._busy = False
 
 
+# simdjson's parser keeps the capacity of the largest document it has parsed, and the padded
+# copy keeps its largest size: after a payload longer than this, both go back to their normal
+# size, so one huge chunk does not cost its size for as long as the stream lives. Payloads are
+# a few hundred bytes; this is the default max_line, so only a rare payload pays the shrink.
+cdef Py_ssize_t RETAIN = 1 << 20
+
+
 cdef int _push(
+    Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
+) except -1:
+    if self._parser == NULL:  # shrunk after a huge payload: a normal one again
+        self._parser = lf_new_parser(MAX_DEPTH)
+        if self._parser == NULL:
+            raise MemoryError()
+    if n <= RETAIN:
+        return _parse_fold(self, data, n, src, padded, out)
+    try:
+        return _parse_fold(self, data, n, src, padded, out)
+    finally:  # the events hold copies: nothing points into the parser's document any more
+        lf_delete_parser(self._parser)
+        self._parser = NULL
+        if self._pad_cap > RETAIN:
+            free(self._pad)
+            self._pad = NULL
+            self._pad_cap = 0
+
+
+cdef int _parse_fold(
     Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
 ) except -1:
     cdef Element root
