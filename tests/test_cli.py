@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -913,6 +914,23 @@ def test_a_long_recording_is_sped_up_to_the_limit(
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
     assert f"at most {_cli.PACE_LIMIT_S:g} s" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_pauses_are_not_counted_as_parse_time(
+    sleeps: list[float], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake clock that the fake sleep moves on by each pause (seconds in all)."""
+    clock = time.perf_counter
+    slept = [0.0]
+
+    def sleep(seconds: float) -> None:
+        slept[0] += seconds
+
+    monkeypatch.setattr(_cli, "_sleep", sleep)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + slept[0])
+    status, out, _ = run(["replay", "slow_prompt_progress", "--json"], capsys)
+    assert status == 0 and slept[0] > 2.9
+    assert json.loads(out.splitlines()[-1])["parse_ms"] < 1000
 
 
 def test_the_quick_start_is_not_paced(

@@ -378,6 +378,7 @@ class _PacedFile(io.RawIOBase):
         self.scale = scale
         self.at_ms = 0.0
         self.left = 0  # bytes of the current recorded read not yet given
+        self.slept = 0.0  # seconds spent pausing: not parse time
 
     def readable(self) -> bool:
         return True
@@ -390,18 +391,20 @@ class _PacedFile(io.RawIOBase):
             pause = (at_ms - self.at_ms) * self.scale / 1000
             self.at_ms = at_ms
             if pause > 0:
+                start = time.perf_counter()
                 _sleep(pause)
+                self.slept += time.perf_counter() - start
         view = memoryview(buffer)[: self.left]
         n: int = self.file.readinto(view)  # type: ignore[attr-defined]
         self.left = max(0, self.left - n) if n else 0
         return n
 
 
-def paced(file: IO[bytes], reads: list[tuple[float, int]]) -> IO[bytes]:
+def paced(file: IO[bytes], reads: list[tuple[float, int]]) -> _PacedFile:
     """`file` read at the recorded pace, sped up to last at most PACE_LIMIT_S."""
     total_s = max((at for at, _ in reads), default=0.0) / 1000
     scale = min(1.0, PACE_LIMIT_S / total_s) if total_s > 0 else 1.0
-    return io.BufferedReader(_PacedFile(file, reads, scale))
+    return _PacedFile(file, reads, scale)
 
 
 def recorded_reads(name: str | None) -> list[tuple[float, int]]:
@@ -509,14 +512,19 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
     with ExitStack() as stack:
         label, file = open_recording(args.file)
         stack.callback(file.close)
+        pacer = None
         if reads:
-            file = paced(file, reads)
+            pacer = paced(file, reads)
+            file = io.BufferedReader(pacer)
         response = open_response(label, file)
         stack.callback(response.close)
         stream = llamafast.ChatStream(response)
+        head_slept = 0.0 if pacer is None else pacer.slept  # pauses before the body
         try:
             stats = show(iter(stream), view, delay=delay or 0.0)
             completion = stream.completion
+            if pacer is not None and stats.parse_s is not None:  # the pauses are not parsing
+                stats.parse_s = max(0.0, stats.parse_s - (pacer.slept - head_slept))
         except (SseError, InferError, http.client.HTTPException) as err:
             raise _Failed(view, err) from None
         except (KeyboardInterrupt, OutputError) as err:
