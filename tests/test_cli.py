@@ -10,10 +10,13 @@ that no failure ends in a traceback.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,15 +258,22 @@ def test_event_json_names_every_event_kind() -> None:
 def test_list_names_the_bundled_recordings(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(["replay", "--list"], capsys)
     assert status == 0
-    assert out.splitlines() == ["reasoning_then_content  (default)", "tool_call"]
+    assert out.splitlines() == [
+        "reasoning_then_content  (default)",
+        "slow_prompt_progress",
+        "tool_call",
+    ]
 
 
-@pytest.mark.parametrize("name", ["reasoning_then_content", "tool_call"])
+@pytest.mark.parametrize("name", ["reasoning_then_content", "slow_prompt_progress", "tool_call"])
 def test_bundled_recordings_are_the_real_ones(name: str) -> None:
     label, file = _cli.open_recording(name)
     with file:
         assert file.read() == (FIXTURES / "http" / f"{name}.http").read_bytes()
     assert label == f"{name} (bundled)"
+    timing = FIXTURES / "http" / f"{name}.timing.json"
+    want = json.loads(timing.read_text("utf-8"))["reads_ms_bytes"] if timing.exists() else []
+    assert _cli.recorded_reads(name) == [(at, size) for at, size in want]
 
 
 # --- failures: one line, exit 1, never a traceback -------------------------------------------
@@ -286,7 +296,11 @@ def failures(tmp: Path) -> list[tuple[str, str, str]]:
     http = FIXTURES / "http"
     return [
         (str(tmp / "missing.http"), "FileNotFoundError", "missing.http"),
-        ("no_such_recording", "FileNotFoundError", "bundled: reasoning_then_content, tool_call"),
+        (
+            "no_such_recording",
+            "FileNotFoundError",
+            "bundled: reasoning_then_content, slow_prompt_progress, tool_call",
+        ),
         (str(tmp / "not_http.http"), "BadStatusLine", "not a recorded HTTP response"),
         (str(tmp / "empty.http"), "BadStatusLine", "empty"),
         (str(tmp / "html.http"), "ProtocolError", "not an event stream (Content-Type: text/html)"),
@@ -676,3 +690,319 @@ def test_chat_against_the_loopback_server_sends_the_options(
     assert dict(headers).get("authorization", dict(headers).get("Authorization")) == (
         f"Bearer {SECRET}"
     )
+
+
+# --- every failure one line: the values, the output, the interrupt ---------------------------
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "-inf", "soon"])
+def test_a_bad_delay_is_one_line_and_status_1(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(["replay", f"--delay={value}"], capsys)
+    assert status == 1
+    assert out == ""
+    assert err.startswith("llamafast: ValueError: --delay must be ") and err.count("\n") == 1
+    assert repr(value) in err
+
+
+def test_a_bad_delay_as_a_process_is_one_line_without_a_traceback() -> None:
+    done = run_process("replay", "--delay", "-1")
+    assert done.returncode == 1
+    assert done.stderr == "llamafast: ValueError: --delay must be at least 0, not '-1'\n"
+
+
+def test_a_full_disk_is_one_line_and_status_1() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "llamafast", "replay"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("llamafast: OSError: cannot write the output: ")
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_closed_pipe_is_a_quiet_exit() -> None:
+    """`llamafast replay | head -c1`: the reader left; nothing to say, and no traceback."""
+    proc = subprocess.Popen(
+        # paced, so the process is still writing when the reader leaves
+        [sys.executable, "-m", "llamafast", "replay", "--json", "--delay", "0.02"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(1)
+    proc.stdout.close()  # before the whole output was written: a pipe buffer is 64 KiB
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1
+    assert err == b""
+
+
+class Closed(io.StringIO):
+    """An output whose reader has gone after `room` characters."""
+
+    def __init__(self, error: OSError, room: int = 0) -> None:
+        super().__init__()
+        self.error = error
+        self.room = room
+
+    def write(self, text: str) -> int:
+        if self.tell() + len(text) > self.room:
+            raise self.error
+        return super().write(text)
+
+
+def test_a_closed_pipe_in_process_is_quiet_and_status_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = Closed(BrokenPipeError(32, "Broken pipe"), room=10)
+    status, _, err = run(["replay", "--json"], capsys, out)
+    assert (status, err) == (1, "")
+
+
+@pytest.mark.parametrize("json_", [[], ["--json"]])
+def test_an_output_that_fails_is_one_line_and_status_1_in_process(
+    json_: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = Closed(OSError(28, "No space left on device"), room=10)
+    status, _, err = run(["replay", *json_], capsys, out)
+    assert status == 1
+    assert err == "llamafast: OSError: cannot write the output: No space left on device\n"
+
+
+def test_an_empty_file_leaves_nothing_unclosed(tmp_path: Path) -> None:
+    """In development mode Python reports a stream that fails in its finalizer (on 3.13 it
+    always does): the response over the file is closed before the file is."""
+    (tmp_path / "empty.http").write_bytes(b"")
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-m", "llamafast", "replay", str(tmp_path / "empty.http")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("llamafast: BadStatusLine: ")
+
+
+def test_a_file_that_cannot_be_read_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run(["replay", str(tmp_path)], capsys)  # a directory
+    assert status == 1
+    assert err.startswith("llamafast: IsADirectoryError: cannot read ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("json_", [[], ["--json"]])
+def test_ctrl_c_closes_the_display_then_one_line_and_status_130(
+    json_: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cli, "_sleep", interrupt)
+    status, out, err = run(["replay", "--delay", "0.5", *json_], capsys)
+    assert status == 130
+    assert err == "llamafast: interrupted\n"
+    assert out.endswith("\n")
+    if json_:
+        last = json.loads(out.splitlines()[-1])
+        assert last["type"] == "error" and last["error"] == "KeyboardInterrupt"
+
+
+# --- usage: a mistyped command, an unknown option -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "guess"), [("replya", "replay"), ("rePlay", "replay"), ("caht", "chat")]
+)
+def test_a_mistyped_command_is_named_with_a_guess(
+    word: str, guess: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run([word], capsys)
+    assert status == 2
+    assert out == ""
+    assert err == (
+        f"llamafast: unknown command {word!r} (choose from replay, chat); did you mean {guess!r}?\n"
+    )
+
+
+def test_a_file_named_like_a_command_is_still_replayed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "replya").write_bytes((FIXTURES / "http" / "content_only.http").read_bytes())
+    monkeypatch.chdir(tmp_path)
+    status, out, err = run(["replya"], capsys)
+    assert (status, err) == (0, "")
+    assert "--- answer ---" in out
+
+
+def test_a_mistyped_command_as_a_process() -> None:
+    done = run_process("replya")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "llamafast: unknown command 'replya' (choose from replay, chat); did you mean 'replay'?\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "part"),
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["chat"], "the following arguments are required: prompt"),
+        (["replay", "--color", "pink"], "argument --color: invalid choice: 'pink'"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_status_2(
+    argv: list[str], part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llamafast") and part in err and err.count("\n") == 1, err
+    assert "--help" in err
+
+
+# --- replay paced as recorded -----------------------------------------------------------------
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The pauses replay asks for, instead of taking them."""
+    taken: list[float] = []
+    monkeypatch.setattr(_cli, "_sleep", taken.append)
+    return taken
+
+
+def recorded_pauses(name: str) -> list[float]:
+    reads = json.loads((FIXTURES / "http" / f"{name}.timing.json").read_text())["reads_ms_bytes"]
+    times = [0.0] + [at for at, _ in reads]
+    return [(b - a) / 1000 for a, b in itertools.pairwise(times)]
+
+
+def test_a_recording_with_timing_is_paced_as_recorded(
+    twin: types.SimpleNamespace, sleeps: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(FIXTURES / "http" / "busy_slot_second.http")  # 153 ms in all: not sped up
+    status, _, err = run(["replay", path], capsys)
+    assert (status, err) == (0, "")
+    pauses = recorded_pauses("busy_slot_second")
+    # the last two reads bring the chunked body's end (`0\r\n`, `\r\n`), after the last event
+    assert len(sleeps) == len(pauses) - 2
+    assert sleeps == pytest.approx(pauses[: len(sleeps)])
+
+
+def test_a_long_recording_is_sped_up_to_the_limit(
+    twin: types.SimpleNamespace, sleeps: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay", "slow_prompt_progress"], capsys)  # 5.4 s as recorded
+    assert status == 0 and "finish reason  length" in out
+    pauses = recorded_pauses("slow_prompt_progress")
+    scale = _cli.PACE_LIMIT_S / sum(pauses)
+    assert len(sleeps) == len(pauses) - 2  # as above: the body's end is never waited for
+    assert sleeps == pytest.approx([p * scale for p in pauses[: len(sleeps)]])
+    assert 0.99 * _cli.PACE_LIMIT_S < sum(sleeps) <= _cli.PACE_LIMIT_S
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    assert f"at most {_cli.PACE_LIMIT_S:g} s" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_pauses_are_not_counted_as_parse_time(
+    sleeps: list[float], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fake clock that the fake sleep moves on by each pause (seconds in all)."""
+    clock = time.perf_counter
+    slept = [0.0]
+
+    def sleep(seconds: float) -> None:
+        slept[0] += seconds
+
+    monkeypatch.setattr(_cli, "_sleep", sleep)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock() + slept[0])
+    status, out, _ = run(["replay", "slow_prompt_progress", "--json"], capsys)
+    assert status == 0 and slept[0] > 2.9
+    assert json.loads(out.splitlines()[-1])["parse_ms"] < 1000
+
+
+def test_the_quick_start_is_not_paced(
+    twin: types.SimpleNamespace, sleeps: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, _ = run([], capsys)
+    assert status == 0 and sleeps == []
+
+
+@pytest.mark.parametrize("fast", [["--delay", "0"], ["--no-pace"], ["--fast"]])
+def test_full_speed_on_request(
+    fast: list[str],
+    twin: types.SimpleNamespace,
+    sleeps: list[float],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, _, _ = run(["replay", "slow_prompt_progress", *fast], capsys)
+    assert status == 0 and sleeps == []
+
+
+def test_delay_overrides_the_recorded_pacing(
+    twin: types.SimpleNamespace, sleeps: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(["replay", "slow_prompt_progress", "--delay", "0.25", "--json"], capsys)
+    events = len(out.splitlines()) - 1
+    assert status == 0 and sleeps == [0.25] * events
+
+
+def test_a_malformed_timing_file_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "x.http").write_bytes((FIXTURES / "http" / "content_only.http").read_bytes())
+    (tmp_path / "x.timing.json").write_text('{"reads_ms_bytes": [[1, "many"]]}')
+    status, _, err = run(["replay", str(tmp_path / "x.http")], capsys)
+    assert status == 1
+    assert err.startswith("llamafast: ValueError: ") and "x.timing.json" in err
+
+
+# --- https to a plain-HTTP port ----------------------------------------------------------------
+
+
+def test_https_to_a_plain_http_port_fails_at_once_without_retrying(
+    capsys: pytest.CaptureFixture[str], no_key_in_env: None, tmp_path: Path
+) -> None:
+    """Like llama-server's HTTP library, the loopback server answers a first line that is not
+    HTTP (here the TLS hello) with 400; the handshake fails the same way every time."""
+    from _server import ReplayServer
+
+    class PlainServer(ReplayServer):
+        connections = 0
+
+        @staticmethod
+        def _read_request(conn: Any) -> Any:
+            PlainServer.connections += 1
+            data = b""
+            while b"\n" not in data:
+                part = conn.recv(65536, socket.MSG_PEEK)
+                if not part or len(part) == len(data):
+                    return None
+                data = part
+            if b" HTTP/1." not in data.split(b"\n")[0]:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                return None
+            return ReplayServer._read_request(conn)
+
+    (tmp_path / "c.toml").write_text("[limits]\nretries = 3\nretry_base_ms = 1\nretry_max_ms = 1\n")
+    with PlainServer() as srv:
+        url = srv.url.replace("http://", "https://")
+        argv = ["chat", "--url", url, "--config", str(tmp_path / "c.toml"), "--json", "hi"]
+        status, out, err = run(argv, capsys)
+    assert status == 1
+    assert PlainServer.connections == 1
+    assert [json.loads(line)["type"] for line in out.splitlines()] == ["error"]
+    assert err.startswith(f"llamafast: ConnectError: could not connect to the server {url}: ")
+    assert "the server does not speak TLS (" in err and err.count("\n") == 1

@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import http.client
 import importlib
 import importlib.resources
+import io
 import json
 import math
 import os
+import pathlib
+import ssl
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import llamafast
 
 from ._body import build_body
 from ._config import Config
-from ._errors import SHOW, HttpError, InferError, SseError
+from ._errors import SHOW, ConnectError, HttpError, InferError, SseError
 from ._values import (
     ChatEvent,
     ChatMessage,
@@ -47,11 +51,19 @@ from ._values import (
 __all__ = ["JsonView", "LiveView", "main"]
 
 PROG = "llamafast"
+COMMANDS = ("replay", "chat")
 API_KEY_VARIABLE = "LLAMA_API_KEY"
 """Where `chat` finds the API key when --api-key is not given: llama-server's own variable."""
 RECORDINGS = "_recordings"
 DEFAULT_RECORDING = "reasoning_then_content"
 """The bundled recording replayed when no FILE is given: reasoning, then the answer."""
+TIMING = ".timing.json"
+"""Beside `NAME.http`, `NAME.timing.json` may say when each read of the recording returned:
+`{"reads_ms_bytes": [[ms from the request, bytes], ...]}`."""
+PACE_LIMIT_S = 3.0
+"""A recording whose pacing lasts longer is sped up to last this long, so a replay stays short."""
+
+_sleep = time.sleep  # the tests stand a fake in
 
 # Model output may hold control characters (random weights produce them; see fixtures/INDEX.md):
 # shown raw they would move the cursor or inject terminal escapes. Show them as `\xNN` escapes;
@@ -233,8 +245,9 @@ class LiveView:
 
     def fail(self, err: CliError) -> None:
         """Close the display before the error line goes to stderr."""
-        self._leave()
-        self.out.flush()
+        if not isinstance(err, OutputError):
+            self._leave()
+            self.out.flush()
 
 
 def _tokens(n: int) -> str:
@@ -302,8 +315,9 @@ class JsonView:
         self.out.flush()
 
     def fail(self, err: CliError) -> None:
-        self._line({"type": "error", "error": err.kind, "message": err.message})
-        self.out.flush()
+        if not isinstance(err, OutputError):
+            self._line({"type": "error", "error": err.kind, "message": err.message})
+            self.out.flush()
 
 
 View = LiveView | JsonView
@@ -335,7 +349,7 @@ def show(events: Iterator[ChatEvent], view: View, *, delay: float = 0.0) -> Stat
         stats.events += 1
         view.event(ev)
         if delay:
-            time.sleep(delay)
+            _sleep(delay)
     stats.parse_s = parse
     return stats
 
@@ -353,6 +367,82 @@ class _FileSocket:
         return self.file
 
 
+class _PacedFile(io.RawIOBase):
+    """The recording's bytes as they came: each read gives at most the bytes one recorded read
+    brought, after the pause that preceded it (times `scale`); past the last one, the rest."""
+
+    def __init__(self, file: IO[bytes], reads: list[tuple[float, int]], scale: float) -> None:
+        super().__init__()
+        self.file = file
+        self.reads = reads[::-1]  # popped from the end
+        self.scale = scale
+        self.at_ms = 0.0
+        self.left = 0  # bytes of the current recorded read not yet given
+        self.slept = 0.0  # seconds spent pausing: not parse time
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self.left:
+            if not self.reads:
+                return self.file.readinto(buffer)  # type: ignore[attr-defined,no-any-return]
+            at_ms, self.left = self.reads.pop()
+            pause = (at_ms - self.at_ms) * self.scale / 1000
+            self.at_ms = at_ms
+            if pause > 0:
+                start = time.perf_counter()
+                _sleep(pause)
+                self.slept += time.perf_counter() - start
+        view = memoryview(buffer)[: self.left]
+        n: int = self.file.readinto(view)  # type: ignore[attr-defined]
+        self.left = max(0, self.left - n) if n else 0
+        return n
+
+
+def paced(file: IO[bytes], reads: list[tuple[float, int]]) -> _PacedFile:
+    """`file` read at the recorded pace, sped up to last at most PACE_LIMIT_S."""
+    total_s = max((at for at, _ in reads), default=0.0) / 1000
+    scale = min(1.0, PACE_LIMIT_S / total_s) if total_s > 0 else 1.0
+    return _PacedFile(file, reads, scale)
+
+
+def recorded_reads(name: str | None) -> list[tuple[float, int]]:
+    """The recorded reads of recording `name` (as open_recording finds it) from its timing file;
+    [] when it has none. A timing file that is not as described is a one-line CliError."""
+    if name is not None and _is_path(name):
+        path = name.removesuffix(".http") + TIMING
+        if not os.path.exists(path):
+            return []
+        where = path
+        read: Callable[[], bytes] = pathlib.Path(path).read_bytes
+    else:
+        key = DEFAULT_RECORDING if name is None else name
+        resource = importlib.resources.files(llamafast) / RECORDINGS / f"{key}{TIMING}"
+        if not resource.is_file():
+            return []
+        where, read = f"{key}{TIMING} (bundled)", resource.read_bytes
+    try:
+        timing = json.loads(read())
+        reads = timing["reads_ms_bytes"] if "reads_ms_bytes" in timing else []
+        out = [(float(at), int(size)) for at, size in reads]
+    except OSError as err:
+        raise CliError(type(err).__name__, f"cannot read {where!r}: {err.strerror}") from None
+    except (ValueError, TypeError, AttributeError) as err:
+        raise CliError(
+            "ValueError",
+            f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): {err}",
+        ) from None
+    if any(not math.isfinite(at) or size < 0 for at, size in out):
+        raise CliError("ValueError", f"{where!r} holds a read at a bad time or of a bad size")
+    return out
+
+
+def _is_path(name: str) -> bool:
+    """A FILE argument names a file (not a bundled recording) when it looks like one."""
+    return os.path.exists(name) or os.sep in name or name.endswith(".http")
+
+
 def bundled() -> list[str]:
     """The names of the recordings shipped inside the package."""
     root = importlib.resources.files(llamafast) / RECORDINGS
@@ -361,7 +451,7 @@ def bundled() -> list[str]:
 
 def open_recording(name: str | None) -> tuple[str, IO[bytes]]:
     """The recording `name`: a file path, else a bundled recording's name; None: the default."""
-    if name is not None and (os.path.exists(name) or os.sep in name or name.endswith(".http")):
+    if name is not None and _is_path(name):
         try:
             return name, open(name, "rb")  # the caller closes it
         except OSError as err:
@@ -381,11 +471,19 @@ def open_response(label: str, file: IO[bytes]) -> http.client.HTTPResponse:
     """The recorded response, its head read and checked: a 200 event stream, else CliError."""
     response = http.client.HTTPResponse(_FileSocket(file))  # type: ignore[arg-type]
     try:
-        response.begin()
-    except http.client.RemoteDisconnected:  # no status line at all
-        raise CliError("BadStatusLine", f"{label} is empty: not a recorded HTTP response") from None
-    except (http.client.HTTPException, ValueError) as err:
-        raise CliError.of(err, f"{label} is not a recorded HTTP response: ") from None
+        try:
+            response.begin()
+        except http.client.RemoteDisconnected:  # no status line at all
+            raise CliError(
+                "BadStatusLine", f"{label} is empty: not a recorded HTTP response"
+            ) from None
+        except (http.client.HTTPException, ValueError) as err:
+            raise CliError.of(err, f"{label} is not a recorded HTTP response: ") from None
+    except BaseException:
+        # Closed now, while its file is open: left to the garbage collector, it would flush
+        # the file after the caller closed it, and Python would print what that raised.
+        response.close()
+        raise
     if response.status != 200:
         try:
             body = response.read().decode("utf-8", "replace")
@@ -405,17 +503,31 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
         for name in bundled():
             out.write(f"{name}{'  (default)' if name == DEFAULT_RECORDING else ''}\n")
         return 0
-    view = make_view(args, out, flush=args.delay > 0)
+    delay = _option("--delay", args.delay, float)
+    if delay is not None and delay < 0:
+        raise CliError("ValueError", f"--delay must be at least 0, not {args.delay!r}")
+    # --delay (even 0) replaces the recorded pacing; --no-pace turns it off
+    reads = [] if args.no_pace or delay is not None else recorded_reads(args.file)
+    view = make_view(args, out, flush=bool(delay or reads))
     with ExitStack() as stack:
         label, file = open_recording(args.file)
         stack.callback(file.close)
+        pacer = None
+        if reads:
+            pacer = paced(file, reads)
+            file = io.BufferedReader(pacer)
         response = open_response(label, file)
         stack.callback(response.close)
         stream = llamafast.ChatStream(response)
+        head_slept = 0.0 if pacer is None else pacer.slept  # pauses before the body
         try:
-            stats = show(iter(stream), view, delay=args.delay)
+            stats = show(iter(stream), view, delay=delay or 0.0)
             completion = stream.completion
+            if pacer is not None and stats.parse_s is not None:  # the pauses are not parsing
+                stats.parse_s = max(0.0, stats.parse_s - (pacer.slept - head_slept))
         except (SseError, InferError, http.client.HTTPException) as err:
+            raise _Failed(view, err) from None
+        except (KeyboardInterrupt, OutputError) as err:
             raise _Failed(view, err) from None
         view.done(completion, stats)
     return 0
@@ -508,27 +620,110 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
                 stats.events += 1
                 view.event(ev)
             completion = stream.completion
+    except ConnectError as err:
+        raise _Failed(view, err, _connect_message(err)) from None
     # ValueError: a slot the server does not have, refused before anything is sent.
-    except (SseError, InferError, OSError, ValueError) as err:
+    except (SseError, InferError, OSError, ValueError, KeyboardInterrupt) as err:
         raise _Failed(view, err) from None
     stats.wall_s = time.perf_counter() - start
     view.done(completion, stats)
     return 0
 
 
+# OpenSSL's reasons for a handshake whose answer is not TLS at all (a plain-HTTP server's
+# `HTTP/1.1 400` read as a TLS record).
+_NOT_TLS = {
+    "WRONG_VERSION_NUMBER",
+    "HTTP_REQUEST",
+    "PACKET_LENGTH_TOO_LONG",
+    "RECORD_LAYER_FAILURE",
+}
+
+
+def _connect_message(err: ConnectError) -> str:
+    """ConnectError's message, saying in words what a failed TLS handshake means."""
+    tls = err.error
+    if not isinstance(tls, ssl.SSLError):
+        return str(err)
+    if isinstance(tls, ssl.SSLCertVerificationError):
+        why = "the server's certificate was not accepted"
+    elif tls.reason in _NOT_TLS:
+        why = "the server does not speak TLS (try http://)"
+    else:
+        why = "the TLS handshake failed"
+    return f"could not connect to the server {err.url}: {why} ({type(tls).__name__}: {tls})"
+
+
 # --- the command line ---------------------------------------------------------------------
+
+
+class OutputError(CliError):
+    """Writing the output failed (a full disk; a reader that left, `broken`)."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(type(err).__name__, f"cannot write the output: {err.strerror or err}")
+        self.broken = isinstance(err, BrokenPipeError)
+
+
+class _Output:
+    """The output stream, its write failures raised as OutputError."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        try:
+            return self.out.write(text)
+        except OSError as err:
+            raise OutputError(err) from None
+
+    def flush(self) -> None:
+        try:
+            self.out.flush()
+        except OSError as err:
+            raise OutputError(err) from None
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
 
 
 class _Failed(CliError):
     """A failure after the display opened: the view is closed before the error line."""
 
-    def __init__(self, view: View, err: BaseException) -> None:
-        super().__init__(type(err).__name__, str(err) or repr(err))
+    def __init__(self, view: View, err: BaseException, message: str | None = None) -> None:
+        if isinstance(err, CliError):
+            super().__init__(err.kind, err.message)
+        elif isinstance(err, KeyboardInterrupt):
+            super().__init__("KeyboardInterrupt", "interrupted")
+        else:
+            super().__init__(type(err).__name__, message or str(err) or repr(err))
         self.view = view
+        self.cause = err
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, its usage errors one line (status 2, as argparse's own)."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{PROG}: {message} (see '{self.prog} --help')\n")
+
+
+def _unknown_command(word: str) -> CliError | None:
+    """A first word that is neither a command, an option, a file nor a bundled recording, but
+    close to a command's name: named as a mistyped command."""
+    if word.startswith("-") or _is_path(word) or word in bundled():
+        return None
+    guess = difflib.get_close_matches(word.lower(), COMMANDS, n=1, cutoff=0.6)
+    if not guess:
+        return None
+    return CliError(
+        "",
+        f"unknown command {word!r} (choose from {', '.join(COMMANDS)}); did you mean {guess[0]!r}?",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog=PROG,
         description="Watch llama-server chat completions stream: replay a recording, or chat.",
     )
@@ -553,7 +748,9 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser(
         "replay",
         help="replay a recorded HTTP response (the default: a bundled recording)",
-        description="Replay a recorded llama-server HTTP response through the parser.",
+        description="Replay a recorded llama-server HTTP response through the parser. A "
+        f"recording with a NAME{TIMING} beside it is paced as it was recorded, sped up to last "
+        f"at most {PACE_LIMIT_S:g} s.",
     )
     rp.add_argument(
         "file",
@@ -563,7 +760,15 @@ def parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--list", action="store_true", help="name the bundled recordings and exit")
     rp.add_argument(
-        "--delay", type=float, default=0.0, metavar="S", help="pause S seconds after each event"
+        "--delay",
+        metavar="S",
+        help="pause S seconds after each event instead of the recorded pacing (0: full speed)",
+    )
+    rp.add_argument(
+        "--no-pace",
+        "--fast",
+        action="store_true",
+        help="go at full speed, ignoring the recorded pacing",
     )
     display_options(rp)
     rp.set_defaults(run=replay)
@@ -603,28 +808,56 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _drop_output(out: IO[str]) -> None:
+    """After the output failed: send what is left of stdout (and its flush at exit) to
+    /dev/null, so Python has nothing to report about it on the way out."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
-    """Run the command line; the exit status is returned (0 done, 1 failed, 2 usage)."""
+    """Run the command line; the exit status is returned: 0 done, 1 failed (one line on
+    stderr), 2 a usage error (one line, as argparse's), 130 interrupted (Ctrl-C)."""
     out = sys.stdout if out is None else out
     if out is sys.stdout and hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
     words = list(sys.argv[1:] if argv is None else argv)
-    if not words or words[0] not in ("replay", "chat", "-h", "--help", "--version"):
+    if words and words[0] not in (*COMMANDS, "-h", "--help", "--version"):
+        unknown = _unknown_command(words[0])
+        if unknown is not None:
+            print(f"{PROG}: {unknown.message}", file=sys.stderr)
+            return 2
+    if not words or words[0] not in (*COMMANDS, "-h", "--help", "--version"):
         words.insert(0, "replay")  # replay is the main job
     args = parser().parse_args(words)
+    sink = cast(IO[str], _Output(out))  # the views use write, flush and isatty only
     try:
-        status: int = args.run(args, out)
+        try:
+            status: int = args.run(args, sink)
+        except KeyboardInterrupt as stop:  # before the display opened
+            raise CliError("KeyboardInterrupt", "interrupted") from stop
     except CliError as err:
-        if isinstance(err, _Failed):
-            err.view.fail(err)
-        elif args.json:
-            JsonView(out, flush=True).fail(err)
+        cause = err.cause if isinstance(err, _Failed) else err
+        try:
+            if isinstance(err, _Failed):
+                err.view.fail(err)
+            elif args.json:
+                JsonView(sink, flush=True).fail(err)
+        except OutputError as failed:
+            cause = failed
+        if isinstance(cause, OutputError):
+            _drop_output(out)
+            if cause.broken:  # `llamafast replay | head`: the reader left; nothing to say
+                return 1
+            err = cause
+        if err.kind == "KeyboardInterrupt":
+            print(f"{PROG}: {err.message}", file=sys.stderr)
+            return 130
         print(f"{PROG}: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `llamafast replay | head`: the reader left
-        sys.stderr.close()
         return 1
     return status

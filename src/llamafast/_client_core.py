@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import ssl
 import threading
 import time
 import urllib.parse
@@ -526,7 +527,10 @@ class RequestCore:
         limits = core.limits
         self.attempt += 1
         core.slot_count = None  # a refusal may be a restart: ask the slot count again
-        if self.attempt > limits.retries:
+        # A refused TLS handshake (no TLS on that port, a certificate not accepted) fails the
+        # same way every time: not retried. An EOF may be a server restarting: retried.
+        fatal = isinstance(err, ssl.SSLError) and not isinstance(err, ssl.SSLEOFError)
+        if self.attempt > limits.retries or fatal:
             if isinstance(err, OSError):
                 raise ConnectError(err, core.target.url) from err
             raise err
