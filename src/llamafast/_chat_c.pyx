@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
+# cython: embedsignature=True
 """Events and Assembler fused, Cython twin (docs/assembler.md, "The whole response in one loop").
 
 The reader's bytes land straight in the SSE decoder's buffer (_sse_c's BoundReader: readinto1 /
