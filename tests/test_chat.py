@@ -1,6 +1,7 @@
-"""ChatStream, AsyncChatStream and aiter_chat (API.md, The whole response in one loop; COMMON.md,
-ChatStream): Events and Assembler fused, DONE ends, a cut body never passes for a finished one,
-errors are latched, `.completion` only after the end, close() and the context managers.
+"""ChatStream, AsyncChatStream and aiter_chat (docs/assembler.md, "The whole response in one
+loop", rules STREAM-ORDER to STREAM-CLOSE): Events and Assembler fused, DONE ends, a cut body
+never passes for a finished one, errors are latched, `.completion` only after the end, close()
+and the context managers.
 """
 
 from __future__ import annotations

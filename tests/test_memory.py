@@ -1,4 +1,4 @@
-"""Memory (issue 3): what ChatStream holds does not grow with the stream, and max_line bounds
+"""Memory: what ChatStream holds does not grow with the stream, and max_line bounds
 what one line can make it buffer.
 
 Each measurement runs in a fresh interpreter (the process's peak RSS is its own, and it counts

@@ -1,4 +1,4 @@
-"""The SSE reader's rules (05-loopd-sse.md rules 1-5, API.md, the brief's shared semantics).
+"""The SSE reader's rules, as docs/sse.md names them.
 
 Every case runs three ways (whole, one byte per read, split at random points drawn by
 hypothesis) through every entry point (SseDecoder, Events over each kind of reader, iter_events,
@@ -66,17 +66,18 @@ LONG_BAD = b"data: " + b"\xff" * 100
 LONG_PART = b"data: " + b"z" * 100
 
 CASES = [
-    # 05 Context: the example stream.
+    # The example stream of docs/sse.md.
     Case(
-        "05-context",
+        "example-stream",
         b'data: {"a":1}\n\n: a comment line\ndata: {"b":2}\r\n\r\ndata: [DONE]\n\n',
         ['{"a":1}', '{"b":2}', DONE],
     ),
     Case("one-item-per-data-line", b"data: a\ndata: b\n\n", ["a", "b"]),
-    # 05 rule 1: multi-byte text decoded once the whole line is there (split inside characters).
+    # Multi-byte text decoded once the whole line is there, split inside characters or not
+    # (docs/sse.md, rules SPLIT and UTF8).
     Case("multibyte", "data: héllo € 𝄞 日本\n".encode(), ["héllo € 𝄞 日本"]),
     Case("multibyte-crlf", "data: ü\r\ndata: 😀\r\n".encode(), ["ü", "😀"]),
-    # 05 Context: exactly one leading space is dropped after "data:".
+    # docs/sse.md, rule SPACE: exactly one leading space is dropped after "data:".
     Case("one-space-dropped", b"data: x\n", ["x"]),
     Case("only-one-space-dropped", b"data:  x\n", [" x"]),
     Case("no-space", b"data:x\n", ["x"]),
@@ -84,20 +85,20 @@ CASES = [
     Case("trailing-space-kept", b"data: x \n", ["x "]),
     Case("empty-value", b"data:\ndata: \n", ["", ""]),
     Case("colon-in-value", b"data: a: b:c\n", ["a: b:c"]),
-    # API.md: a bare "data" line (no colon) is data "".
+    # docs/sse.md, rule FIELD: a bare "data" line (no colon) is data "".
     Case("bare-data", b"data\ndata\r\ndata\r", ["", "", ""]),
-    # API.md: the field name must be exactly "data".
+    # docs/sse.md, rule FIELD: the field name must be exactly "data".
     Case("field-database", b"database: x\n", []),
     Case("field-Data", b"Data: x\nDATA: y\n", []),
     Case("field-data-space", b"data : x\n data: y\n", []),
     Case("field-prefix", b"dat: x\ndatum\ndat\n", []),
     Case("field-data-dash", b"data-x: y\n", []),
-    # 05 Context: other fields are skipped.
+    # docs/sse.md, rule SKIP: other fields are skipped.
     Case("other-fields", b"event: message\nid: 7\nretry: 10\ndata: x\nfoo\n", ["x"]),
-    # 05 Context: comments and blank lines are skipped.
+    # docs/sse.md, rule SKIP: comments and blank lines are skipped.
     Case("comments", b":\n:ping\n: x\n\n\n\r\n\r", []),
     Case("comment-holding-data", b": data: x\n", []),
-    # API.md: "data: [DONE]" is DONE, exactly.
+    # docs/sse.md, rule DONE: "data: [DONE]" is DONE, exactly.
     Case("done", b"data: [DONE]\n", [DONE]),
     Case("done-no-space", b"data:[DONE]\n", [DONE]),
     Case("done-two-spaces", b"data:  [DONE]\n", [" [DONE]"]),
@@ -105,13 +106,13 @@ CASES = [
     Case("done-lowercase", b"data: [done]\n", ["[done]"]),
     Case("done-other-field", b"event: [DONE]\n: [DONE]\n", []),
     Case("items-after-done", b"data: [DONE]\ndata: after\n", [DONE, "after"]),
-    # API.md (WHATWG): a lone "\r" ends a line; "\r\n" is one line end.
+    # docs/sse.md, rules LINES and CR: a lone "\r" ends a line; "\r\n" is one line end.
     Case("lone-cr", b"data: a\rdata: b\r", ["a", "b"]),
     Case("crlf", b"data: a\r\ndata: b\r\n", ["a", "b"]),
     Case("mixed-endings", b"data: a\r\ndata: b\ndata: c\r\rdata: d\n\r\n", ["a", "b", "c", "d"]),
     Case("cr-lf-cr", b"data: a\r\n\rdata: b\n", ["a", "b"]),
     Case("ends-after-cr", b"data: a\r", ["a"]),
-    # API.md (WHATWG): a BOM at the very start is dropped, and the first event is not lost.
+    # docs/sse.md, rule BOM: a BOM at the very start is dropped, and the first event is not lost.
     Case("bom", BOM + b"data: a\n", ["a"]),
     Case("bom-crlf", BOM + b"data: a\r\ndata: b\r\n", ["a", "b"]),
     Case("bom-alone", BOM, []),
@@ -129,7 +130,8 @@ CASES = [
     Case("bom-not-counted", BOM + b"data:" + X + b"\n", [X.decode()], max_line=M),
     Case("bom-not-counted-max-1", BOM + b":\n", [], max_line=1),
     Case("bom-partial-not-counted", BOM + b"data:" + X, [], TruncatedError(b"data:" + X), M),
-    # 05 rule 2: too long, whole line or partial; exactly max_line is fine; ending excluded.
+    # docs/sse.md, rule MAX-LINE: too long, whole or partial; exactly max_line is fine; ending
+    # excluded.
     Case("exactly-max-line", b"data:" + X + b"\n", [X.decode()], max_line=M),
     Case("exactly-max-line-crlf", b"data:" + X + b"\r\n", [X.decode()], max_line=M),
     Case("exactly-max-line-cr", b"data:" + X + b"\r", [X.decode()], max_line=M),
@@ -147,10 +149,10 @@ CASES = [
     Case("max-line-3-bare-data", b"data\n", [], LineTooLongError(3), 3),
     Case("max-line-multibyte", "data:€€\n".encode(), ["€€"], max_line=11),
     Case("max-line-counts-bytes", "data:€€\n".encode(), [], LineTooLongError(10), 10),
-    # COMMON.md: the length is checked before UTF-8 validity.
+    # docs/sse.md, rule LENGTH-FIRST: the length is checked before UTF-8 validity.
     Case("over-and-not-utf8", b"data:" + b"\xff" * M + b"\n", [], LineTooLongError(M), M),
     Case("partial-over-and-not-utf8", b"data:" + b"\xff" * M, [], LineTooLongError(M), M),
-    # 05 rule 5: every line must be strictly valid UTF-8: NotUtf8Error(line[:64]).
+    # docs/sse.md, rule UTF8: every line must be strictly valid UTF-8: NotUtf8Error(line[:64]).
     Case("not-utf8", b"data: \xff\n", [], NotUtf8Error(b"data: \xff")),
     Case("not-utf8-crlf", b"data: \xff\r\n", [], NotUtf8Error(b"data: \xff")),
     Case("not-utf8-after-items", b"data: a\n" + BAD + b"\ndata: c\n", ["a"], NotUtf8Error(BAD)),
@@ -167,9 +169,10 @@ CASES = [
     Case("not-utf8-across-crlf", b"data: \xe2\x82\r\n\xac\n", [], NotUtf8Error(b"data: \xe2\x82")),
     Case("not-utf8-cut-64", LONG_BAD + b"\n", [], NotUtf8Error(LONG_BAD[:64])),
     Case("not-utf8-done-like", b"data: [DONE]\xff\n", [], NotUtf8Error(b"data: [DONE]\xff")),
-    # COMMON.md: a line's UTF-8 error only when it is complete: ending inside it is truncation.
+    # A line's UTF-8 error only when it is complete: ending inside it is truncation
+    # (docs/sse.md, rules UTF8 and END).
     Case("not-utf8-partial", b"data: a\ndata: \xff", ["a"], TruncatedError(b"data: \xff")),
-    # 05 rule 3: the end of input.
+    # docs/sse.md, rule END: the end of input.
     Case("empty", b"", []),
     Case("clean-end", b"data: a\n", ["a"]),
     Case("truncated", b"data: a", [], TruncatedError(b"data: a")),
@@ -215,7 +218,7 @@ def draw_chunks(mode: str, stream: bytes, data: st.DataObject) -> list[bytes]:
 def test_feed_returns_the_items_before_a_fault_and_raises_it_next(
     impl: types.SimpleNamespace, mode: str, data: st.DataObject
 ) -> None:
-    # COMMON.md / API.md: feed returns every item before the fault; the next feed or close
+    # docs/sse.md, rule LATCH: feed returns every item before the fault; the next feed or close
     # raises it, and every call after that.
     head = b"data: a\ndata: b\n"
     bad = b"data: \xff\n"
@@ -239,7 +242,7 @@ def test_feed_returns_the_items_before_a_fault_and_raises_it_next(
 def test_too_long_is_found_by_the_feed_that_brings_it(
     impl: types.SimpleNamespace, fault: bytes
 ) -> None:
-    # 05 rule 2: as soon as the partial line exceeds max_line, not at its end.
+    # docs/sse.md, rule MAX-LINE: as soon as the partial line exceeds max_line, not at its end.
     decoder = impl.SseDecoder(16)
     assert decoder.feed(b"data: a\n" + fault[:16]) == ["a"]
     assert decoder.feed(fault[16:]) == []
@@ -271,7 +274,7 @@ def test_close_is_clean_again(impl: types.SimpleNamespace, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_cr_ends_the_line_when_it_arrives(impl: types.SimpleNamespace, mode: str) -> None:
-    # API.md (WHATWG): a line ending in "\r" is complete as soon as the "\r" arrives.
+    # docs/sse.md, rule CR: a line ending in "\r" is complete as soon as the "\r" arrives.
     decoder = impl.SseDecoder()
     items = []
     for chunk in chunks_of(b"data: a\r", mode):
@@ -329,7 +332,8 @@ BAD_MAX_LINES = [0, -1, True, False, 1.5, "8", None, 2.0]
 
 @pytest.mark.parametrize("bad", BAD_MAX_LINES, ids=repr)
 def test_max_line_must_be_a_positive_int(impl: types.SimpleNamespace, bad: object) -> None:
-    # COMMON.md: an int >= 1, not a bool, else ValueError naming the value; checked at once.
+    # docs/sse.md, rule MAX-LINE: an int >= 1, not a bool, else ValueError naming the value;
+    # checked at once.
     async def source() -> AsyncIterator[bytes]:
         yield b""
 
@@ -357,7 +361,7 @@ def test_max_line_1_is_allowed(impl: types.SimpleNamespace) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_long_line_one_byte_at_a_time(impl: types.SimpleNamespace, mode: str) -> None:
-    # That this costs O(n) in total (issue 2: remember how far the search got) is measured by
+    # That this costs O(n) in total (the search remembers how far it got) is measured by
     # bench/test_bench_sse.py::test_sse_long_line_in_small_pieces, not timed here.
     line = "data: " + "é" * 30_000 + "\n"
     items: list[Any] = []
@@ -373,7 +377,7 @@ def test_a_long_line_one_byte_at_a_time(impl: types.SimpleNamespace, mode: str) 
 
 @pytest.mark.parametrize("kind", READERS)
 def test_events_reads_with_the_best_method(impl: types.SimpleNamespace, kind: str) -> None:
-    # COMMON.md: readinto1, else read1, else readinto, else read; reads of 65536 bytes.
+    # docs/sse.md, rule READER: readinto1, else read1, else readinto, else read; 65536 bytes.
     reader = READERS[kind]([b"data: a\n", b"data: b\n"])
     assert list(impl.Events(reader)) == ["a", "b"]
     assert {name for name, _ in reader.calls} == {kind}
@@ -395,7 +399,7 @@ def test_events_reads_at_most_65536_at_a_time(impl: types.SimpleNamespace) -> No
 def test_events_ends_with_none_again_and_again(
     impl: types.SimpleNamespace, mode: str, data: st.DataObject
 ) -> None:
-    # 05 rule 3: None, and None again if asked again (without reading past the end).
+    # docs/sse.md, rule END: None, and None again if asked again (without reading past the end).
     reader = Into1Reader(draw_chunks(mode, b"data: a\n\n", data))
     events = impl.Events(reader)
     assert events.next_item() == "a"
@@ -461,7 +465,7 @@ async def acollect(events: AsyncIterator[Any]) -> Outcome:
     return items, None
 
 
-# --- Events: the reader's exceptions (05 rule 4, API.md) -------------------------------------
+# --- Events: the reader's exceptions (docs/sse.md, rule READ-ERRORS) -------------------------
 
 
 def _io_errors() -> list[tuple[BaseException, type[SseError]]]:

@@ -1,4 +1,4 @@
-"""Differential tests of the SSE reader: the Cython twin against the pure one (issue 3, Tests).
+"""Differential tests of the SSE reader: the Cython twin against the pure one.
 
 Random streams (data lines, comments, other fields, every line ending, BOMs, multi-byte and
 invalid UTF-8, over-long lines, small max_line) are split at random points and fed to both
@@ -148,7 +148,7 @@ def flat(trace: list[Any]) -> tuple[list[Any], Any]:
 def check_both(chunks: list[bytes], max_line: int) -> None:
     traces = {name: run_decoder(mod, chunks, max_line) for name, mod in TWINS.items()}
     assert traces["cython"] == traces["python"]
-    # And the Cython twin alone does not depend on the split (rule 1 of 05-loopd-sse.md).
+    # And the Cython twin alone does not depend on the split (docs/sse.md, rule SPLIT).
     whole = run_decoder(sse_c, [b"".join(chunks)], max_line)
     assert flat(traces["cython"]) == flat(whole)
 

@@ -57,8 +57,8 @@ def chunked(*payloads: bytes) -> bytes:
 
 
 def test_a_live_stream_hands_out_what_has_arrived(impl: types.SimpleNamespace) -> None:
-    # COMMON.md: readinto1/read1 first. http.client's read/readinto on a chunked body wait until
-    # 64 KiB have arrived: here they would block until the socket's timeout.
+    # docs/sse.md, rule READER: readinto1/read1 first. http.client's read/readinto on a chunked
+    # body wait until 64 KiB have arrived: here they would block until the socket's timeout.
     response, server = serve_bytes(HEAD + chunked(b"data: a\n\n"), close=False, timeout=10)
     try:
         events = impl.Events(response)
@@ -89,8 +89,9 @@ def test_a_socket_timeout_is_sse_timeout(impl: types.SimpleNamespace) -> None:
 
 @pytest.mark.parametrize("name", ["content_only", "tool_call"])
 def test_a_body_cut_between_lines_is_truncated(impl: types.SimpleNamespace, name: str) -> None:
-    # API.md: http.client.IncompleteRead (a cut chunked body) gives TruncatedError, even when
-    # the event stream itself ended between lines: the body did not end, it was cut.
+    # docs/sse.md, rule READ-ERRORS: http.client.IncompleteRead (a cut chunked body) gives
+    # TruncatedError, even when the event stream itself ended between lines: the body did not
+    # end, it was cut.
     raw = recording_bytes(name)
     assert raw.endswith(b"\r\n0\r\n\r\n")
     response, _ = serve_bytes(raw[: -len(b"0\r\n\r\n")])

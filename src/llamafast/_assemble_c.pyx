@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: embedsignature=True
 # distutils: language = c++
 """The assembler, Cython twin: simdjson's C++ DOM parses each payload, and only the fields the
 rules need are read, by walking objects' key/value pairs (a missing key costs nothing, and the

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Events and Assembler fused, Cython twin (API.md, The whole response in one loop).
+# cython: embedsignature=True
+"""Events and Assembler fused, Cython twin (docs/assembler.md, "The whole response in one loop").
 
 The reader's bytes land straight in the SSE decoder's buffer (_sse_c's BoundReader: readinto1 /
 readinto into the space `reserve` hands out, the reader's errors mapped as Events maps them);
@@ -77,7 +78,10 @@ cdef class _State:
 
     @property
     def completion(self):
-        """The Completion once iteration has ended cleanly (COMMON.md, ChatStream)."""
+        """The Completion once iteration has ended cleanly.
+
+        docs/assembler.md, rule STREAM-COMPLETION.
+        """
         self._ready()
         if self._completion is not None:
             return self._completion
@@ -129,7 +133,7 @@ cdef class _State:
                 if self._pos < PyList_GET_SIZE(pending):
                     self._pos += 1
                     return <object>PyList_GET_ITEM(pending, self._pos - 1)
-            elif code == SSE_DONE:  # COMMON.md: DONE ends the iteration; nothing more is read
+            elif code == SSE_DONE:  # DONE ends the iteration (docs/assembler.md, rule STREAM-DONE)
                 self._end()
                 return None
             elif self._eof:  # a clean end of the body (or TruncatedError) also ends it
@@ -140,7 +144,8 @@ cdef class _State:
                 return None
 
     cdef int _end(self) except -1:
-        self._completion = self._asm.finish()  # API.md: StreamClosedEarlyError, ProtocolError
+        # StreamClosedEarlyError or ProtocolError (docs/assembler.md, rules STREAM-DONE and FINISH).
+        self._completion = self._asm.finish()
         self._ended = True
         return 0
 
@@ -186,7 +191,7 @@ cdef class ChatStream(_State):
             self._pos += 1
             return <object>PyList_GET_ITEM(pending, self._pos - 1)
         if self._error is not None:
-            raise self._error  # COMMON.md: errors are latched
+            raise self._error  # errors are latched (docs/assembler.md, rule STREAM-LATCH)
         if self._ended:
             raise StopIteration
         if self._src is None:
@@ -310,5 +315,5 @@ cdef class AsyncChatStream(_State):
 
 
 def aiter_chat(source, max_line=MAX_LINE):
-    """`async for event in aiter_chat(source)`, then `.completion` (API.md)."""
+    """`async for event in aiter_chat(source)`, then `.completion` (docs/assembler.md)."""
     return AsyncChatStream(source, max_line)

@@ -1,5 +1,5 @@
-"""Events and Assembler fused: the whole response in one loop, pure twin (API.md, The whole
-response in one loop; COMMON.md, ChatStream). Items go one by one from the SSE reader to the
+"""Events and Assembler fused: the whole response in one loop, pure twin (docs/assembler.md,
+"The whole response in one loop"). Items go one by one from the SSE reader to the
 assembler and their events are handed out in order; the first error is latched and raised again.
 """
 
@@ -58,7 +58,10 @@ class _State(Pending):
 
     @property
     def completion(self) -> Completion:
-        """The Completion once iteration has ended cleanly (COMMON.md, ChatStream)."""
+        """The Completion once iteration has ended cleanly.
+
+        docs/assembler.md, rule STREAM-COMPLETION.
+        """
         if self._completion is not None:
             return self._completion
         if self._error is not None:
@@ -123,7 +126,7 @@ class ChatStream(_State):
             raise busy_error(self, "__next__")
         try:
             if self._error is not None:
-                raise self._error  # COMMON.md: errors are latched
+                raise self._error  # errors are latched (docs/assembler.md, rule STREAM-LATCH)
             if self._ended:
                 raise StopIteration
             next_item = self._next_item
@@ -131,9 +134,9 @@ class ChatStream(_State):
             try:
                 while True:
                     item = next_item()
-                    # COMMON.md: DONE ends the iteration (nothing after it is read); so does a
-                    # clean end of the body, and then finish() decides (API.md:
-                    # StreamClosedEarlyError).
+                    # DONE ends the iteration (nothing after it is read); so does a clean end of
+                    # the body, and then finish() decides: StreamClosedEarlyError without a
+                    # finish reason (docs/assembler.md, rule STREAM-DONE).
                     if type(item) is not str:  # None or DONE
                         break
                     events = push(item)
@@ -234,5 +237,5 @@ class AsyncChatStream(_State, AsyncPending):
 
 
 def aiter_chat(source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncChatStream:
-    """`async for event in aiter_chat(source)`, then `.completion` (API.md)."""
+    """`async for event in aiter_chat(source)`, then `.completion` (docs/assembler.md)."""
     return AsyncChatStream(source, max_line)

@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
+# cython: embedsignature=True
 # Strategy: the pure twin's ResponseParser (_http_py.py), with the body framing scanned in C over
 # the same fixed buffer. The head is parsed by the pure twin's parse_head (once per response),
 # and every message and state change matches the pure twin's, so both give equal results and

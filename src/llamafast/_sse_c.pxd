@@ -54,7 +54,7 @@ cdef enum:
     SSE_DONE = 2      # the line "data: [DONE]"
     SSE_FAULT = 3     # (internal: a fault was found and latched in .error; next_line raises it)
     SSE_PADDING = 64  # readable bytes guaranteed after every payload handed out
-    SSE_READ_SIZE = 65536  # bytes asked of a reader per read (COMMON.md)
+    SSE_READ_SIZE = 65536  # bytes asked of a reader per read (docs/sse.md, rule READER)
 
 cdef class ReadBuffer:
     cdef char* data             # PyMem; size + SSE_PADDING bytes, zeroed when allocated

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # cython: cdivision=True, embedsignature=True
-"""The SSE reader, Cython twin of `_sse_py.py` (05-loopd-sse.md plus API.md's WHATWG rules).
+"""The SSE reader, Cython twin of `_sse_py.py`: the rules of docs/sse.md.
 
 Strategy: one malloc'd buffer holding the unfinished line, and a `scanned` cursor up to which
 the current line has been searched for its end AND validated as UTF-8, so each byte is looked at
@@ -350,10 +350,10 @@ cdef extern from *:
 cdef enum:
     U8_ACCEPT = 0
     U8_REJECT = 1
-    SHOW_BYTES = 64  # errors carry line[:64] / partial[:64] (API.md's shared semantics)
-    # BoundReader's read methods, in order of preference (API.md: readinto1 / read1 return what
-    # has arrived instead of blocking until a whole 64 KiB buffer is full on a chunked
-    # http.client body, which readinto / read do).
+    SHOW_BYTES = 64  # errors carry line[:64] / partial[:64] (docs/sse.md, rules UTF8 and END)
+    # BoundReader's read methods, in order of preference: readinto1 / read1 return what has
+    # arrived instead of blocking until a whole 64 KiB buffer is full on a chunked http.client
+    # body, which readinto / read do (docs/sse.md, rule READER).
     MODE_READINTO1 = 0
     MODE_READ1 = 1
     MODE_READINTO = 2
@@ -409,7 +409,7 @@ cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) ex
     if self.error is not None:
         return SSE_FAULT
     if not self.bom_done:
-        # API.md: a BOM at the very start of the stream is dropped, even split over reads;
+        # docs/sse.md, rule BOM: a BOM at the very start of the stream is dropped, even split;
         # undecided (a proper prefix of EF BB BF buffered) means wait, and check no length.
         n = self.end - self.start
         if n == 0:
@@ -436,15 +436,17 @@ cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) ex
         )
         if eol == self.end:
             self.scanned = eol
-            # 05-loopd-sse.md rule 2: a partial line over max_line fails now.
+            # A partial line over max_line fails now (docs/sse.md, rule MAX-LINE).
             if self.end - self.start > self.max_line:
                 return self._fault(LineTooLongError(self.max_line))
             return SSE_NEED
         n = eol - self.start
-        if n > self.max_line:  # rule 2, the whole line at once; length before UTF-8
+        # The whole line at once, length before UTF-8 (docs/sse.md, rules MAX-LINE and
+        # LENGTH-FIRST).
+        if n > self.max_line:
             return self._fault(LineTooLongError(self.max_line))
         line = base + self.start
-        if self.u8 != U8_ACCEPT:  # rule 5
+        if self.u8 != U8_ACCEPT:  # docs/sse.md, rule UTF8
             return self._fault(
                 NotUtf8Error(PyBytes_FromStringAndSize(line, SHOW_BYTES if n > SHOW_BYTES else n))
             )
@@ -461,7 +463,8 @@ cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) ex
         else:
             nxt = eol + 1
         _advance(self, nxt)
-        # Field name = bytes before the first ':'; exactly "data" (API.md), no ':' -> "".
+        # Field name = bytes before the first ':'; exactly "data", no ':' -> "" (docs/sse.md,
+        # rule FIELD).
         if n < 4 or memcmp(line, b"data", 4) != 0:
             continue
         if n == 4:
@@ -686,10 +689,10 @@ cdef class SseDecoder:
         n = self.end - self.start
         if n > self.max_line:
             # Only an undecided BOM prefix (b"\xef\xbb" with max_line 1) gets here: like the
-            # pure twin, rule 2 (too long) before rule 3 (cut).
+            # pure twin, too long before cut (docs/sse.md, rule MAX-LINE before rule END).
             self.error = LineTooLongError(self.max_line)
             raise self.error
-        if n > 0:  # rule 3: the stream ended inside a line
+        if n > 0:  # the stream ended inside a line (docs/sse.md, rule END)
             self.error = TruncatedError(
                 PyBytes_FromStringAndSize(self.buf + self.start, SHOW_BYTES if n > SHOW_BYTES else n)
             )
@@ -807,8 +810,8 @@ cdef class SseDecoder:
 
 
 cdef object _read_error(object err):
-    """Map a reader's exception per 05-loopd-sse.md rule 4 (API.md's Python terms), or None to
-    let it propagate unchanged."""
+    """Map a reader's exception per docs/sse.md, rule READ-ERRORS, or None to let it propagate
+    unchanged."""
     if isinstance(err, TimeoutError):  # socket.timeout is TimeoutError
         e = SseTimeoutError()
     elif isinstance(err, IncompleteRead):  # http.client's cut chunked body
@@ -1036,7 +1039,8 @@ cdef class AsyncEvents:
             while True:
                 if self._error is not None:
                     raise self._error
-                if self._dec.error is not None:  # after the items that precede it (API.md)
+                # After the items that precede it (docs/sse.md, rule LATCH).
+                if self._dec.error is not None:
                     self._error = self._dec.error
                     raise self._error
                 if self._closed:

@@ -1,4 +1,4 @@
-"""The SSE reader, pure twin (05-loopd-sse.md plus API.md's WHATWG rules).
+"""The SSE reader, pure twin: the rules of docs/sse.md.
 
 Sans-I/O: `SseDecoder` holds every rule; `Events`, `iter_events`, `aiter_events` are thin loops
 around it. Each chunk is searched once, on arrival (`split`), and only the unfinished line is kept,
@@ -26,7 +26,7 @@ from ._values import DONE, SseItem
 __all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
 
 MAX_LINE: Final = 1 << 20
-READ_SIZE: Final = 65536  # bytes asked of the reader per read (COMMON.md, Events)
+READ_SIZE: Final = 65536  # bytes asked of the reader per read (docs/sse.md, rule READER)
 SHOW_BYTES: Final = 64  # bytes of the offending line kept in NotUtf8Error / TruncatedError
 
 _BOM: Final = b"\xef\xbb\xbf"
@@ -204,7 +204,7 @@ class SseDecoder(OneCaller):
             data = bytes(memoryview(data))
         buf = self._buf
         if not self._started:
-            # API.md (WHATWG): a BOM at the very start is dropped, even when it arrives split.
+            # docs/sse.md, rule BOM: a BOM at the very start is dropped, even when it arrives split.
             if buf:
                 data = bytes(buf) + data
                 buf.clear()
@@ -215,15 +215,15 @@ class SseDecoder(OneCaller):
             if data.startswith(_BOM):
                 data = data[3:]
         if self._skip_lf:
-            # API.md (WHATWG): "\r\n" is one line end even when split across reads.
+            # docs/sse.md, rule CR: "\r\n" is one line end even when split across reads.
             self._skip_lf = False
             if data[:1] == b"\n":
                 data = data[1:]
         if not data:
             return []
         if b"\r" in data:
-            # API.md (WHATWG): a lone "\r" ends a line. The buffer never ends in "\r" (it ends a
-            # line at once), so normalising each chunk on its own is exact.
+            # docs/sse.md, rule LINES: a lone "\r" ends a line. The buffer never ends in "\r" (it
+            # ends a line at once), so normalising each chunk on its own is exact.
             self._skip_lf = data[-1] == 0x0D
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = data.split(b"\n")
@@ -236,33 +236,34 @@ class SseDecoder(OneCaller):
             max_line = self._max_line
             append = items.append
             for line in lines:
-                # 05 rule 2: too long, checked before decoding (API.md: same error however split).
+                # Too long, checked before decoding (docs/sse.md, rules MAX-LINE and LENGTH-FIRST).
                 if len(line) > max_line:
                     return self._fault(items, LineTooLongError(max_line))
                 if line[:5] == b"data:":
-                    # 05 Context: exactly one leading space is dropped after "data:".
+                    # docs/sse.md, rule SPACE: exactly one leading space is dropped after "data:".
                     value = line[6:] if line[5:6] == b" " else line[5:]
                     if value == b"[DONE]":
                         append(DONE)
                         continue
                     try:
-                        # 05 rules 1 and 5: decoded once, whole; "data:" is ASCII, so the value
-                        # is valid UTF-8 exactly when the line is.
+                        # Decoded once, whole; "data:" is ASCII, so the value is valid UTF-8 exactly
+                        # when the line is (docs/sse.md, rules SPLIT and UTF8).
                         append(value.decode("utf-8"))
                     except UnicodeDecodeError:
                         return self._fault(items, NotUtf8Error(line[:SHOW_BYTES]))
                 elif line == b"data":
-                    append("")  # API.md: a bare "data" (no colon) is data ""
+                    append("")  # a bare "data" (no colon) is data "" (docs/sse.md, rule FIELD)
                 elif not line.isascii():
-                    # 05 Context: blank lines, comments and other fields (API.md: the name must
-                    # be exactly "data") carry nothing, but COMMON.md: every line must be UTF-8.
+                    # Blank lines, comments and other fields carry nothing, but every line must be
+                    # UTF-8 (docs/sse.md, rules SKIP, FIELD and UTF8).
                     try:
                         line.decode("utf-8")
                     except UnicodeDecodeError:
                         return self._fault(items, NotUtf8Error(line[:SHOW_BYTES]))
         if rest:
             buf += rest
-            # 05 rule 2: a partial line is too long as soon as it exceeds max_line.
+            # A partial line is too long as soon as it exceeds max_line (docs/sse.md,
+            # rule MAX-LINE).
             if len(buf) > self._max_line:
                 return self._fault(items, LineTooLongError(self._max_line))
         return items
@@ -280,8 +281,9 @@ class SseDecoder(OneCaller):
             raise self._error
         if self._buf:
             if len(self._buf) > self._max_line:  # an undecided BOM prefix, e.g. b"\xef\xbb"
-                self._error = LineTooLongError(self._max_line)  # 05 rule 2 before rule 3
-            else:  # 05 rule 3: the stream ended inside a line.
+                # Too long wins over cut (docs/sse.md, rules MAX-LINE and END).
+                self._error = LineTooLongError(self._max_line)
+            else:  # the stream ended inside a line (docs/sse.md, rule END)
                 self._error = TruncatedError(bytes(self._buf[:SHOW_BYTES]))
             self._buf = bytearray()
             raise self._error
@@ -295,7 +297,7 @@ class SseDecoder(OneCaller):
 
 
 class Events(Pending):
-    """The items of a blocking reader (`read(n) -> bytes`), one at a time (05 Interfaces)."""
+    """The items of a blocking reader (`read(n) -> bytes`), one at a time (docs/sse.md)."""
 
     __slots__ = ("_buffer", "_decoder", "_ended", "_method", "_read", "_readinto")
 
@@ -308,8 +310,9 @@ class Events(Pending):
 
     def _setup(self, reader: Any, max_line: int) -> None:
         decoder = SseDecoder(max_line)
-        # COMMON.md: readinto1/read1 return what has arrived; http.client's readinto/read on a
-        # chunked body block until the whole buffer is full, which stalls a live stream.
+        # readinto1/read1 return what has arrived; http.client's readinto/read on a chunked body
+        # block until the whole buffer is full, which stalls a live stream (docs/sse.md,
+        # rule READER).
         for name in ("readinto1", "read1", "readinto", "read"):
             method = getattr(reader, name, None)
             if callable(method):
@@ -341,7 +344,7 @@ class Events(Pending):
         return item
 
     def next_item(self) -> SseItem | None:
-        """The next item, or None once the stream has ended cleanly between lines (05 rule 3)."""
+        """The next item, or None once the stream has ended cleanly (docs/sse.md, rule END)."""
         if self._pending:
             return self._pending.pop()
         # Nothing is pending while a call runs, so a second caller always gets here.
@@ -355,7 +358,7 @@ class Events(Pending):
         if self._error is not None:
             raise self._error
         if self._ended:
-            return None  # 05 rule 3: None again if asked again (the reader is not read again)
+            return None  # None again, the reader not read again (docs/sse.md, rule END)
         decoder = self._decoder
         while True:
             if decoder._error is not None:  # a fault after the items already handed out
@@ -391,7 +394,7 @@ class Events(Pending):
         return chunk
 
     def _read_chunk(self) -> bytes | memoryview:
-        # 05 rule 4, in Python terms (API.md): the reader's exceptions.
+        # The reader's exceptions (docs/sse.md, rule READ-ERRORS).
         while True:
             try:
                 if self._readinto is not None:
@@ -458,7 +461,7 @@ class AsyncEvents(AsyncPending):
         while True:
             if self._error is not None:
                 raise self._error
-            if decoder._error is not None:  # after the items that precede it (API.md)
+            if decoder._error is not None:  # after the items before it (docs/sse.md, rule LATCH)
                 self._error = decoder._error
                 raise self._error
             if self._closed:
