@@ -24,11 +24,11 @@ class _Unready:
 
     __slots__ = ("error",)
 
-    def __init__(self, error: BaseException | None) -> None:
+    def __init__(self, error: BaseException) -> None:
         self.error = error
 
     def __getattr__(self, name: str) -> Any:
-        raise self.error  # type: ignore[misc]
+        raise self.error
 
 
 class _State(Pending):
@@ -38,13 +38,19 @@ class _State(Pending):
     refused and the first goes on."""
 
     __slots__ = ("_assembler", "_closed", "_completion", "_ended")
+    _assembler: Assembler | _Unready  # _Unready until __init__ runs
+    _pending: list[ChatEvent]
+    _completion: Completion | None
+    _ended: bool
+    _closed: bool
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # Until __init__ runs, every property and method raises the latched uninitialised
         # error (see OneCaller), the assembler's through _Unready.
         self = super().__new__(cls, *args, **kwargs)
-        self._assembler: Any = _Unready(self._error)
-        self._completion: Completion | None = None
+        assert self._error is not None  # OneCaller.__new__ set it: uninitialised_error
+        self._assembler = _Unready(self._error)
+        self._completion = None
         self._ended = self._closed = False
         return self
 
@@ -90,7 +96,7 @@ class _State(Pending):
 
     def _mark_closed(self) -> bool:
         """Stop the iteration; whether this is the first close."""
-        if type(self._assembler) is _Unready:
+        if isinstance(self._assembler, _Unready):
             raise self._assembler.error
         first = not self._closed
         self._closed = self._ended = True
@@ -139,7 +145,7 @@ class ChatStream(_State):
                     # finish reason (docs/assembler.md, rule STREAM-DONE).
                     if type(item) is not str:  # None or DONE
                         break
-                    events = push(item)
+                    events: list[ChatEvent] = push(item)
                     if events:
                         return self._handout(events)
                 completion = self._assembler.finish()
@@ -203,7 +209,7 @@ class AsyncChatStream(_State, AsyncPending):
                     break
                 if type(item) is not str:  # DONE
                     break
-                events = push(item)
+                events: list[ChatEvent] = push(item)
                 if events:
                     return self._handout(events)
             completion = self._assembler.finish()

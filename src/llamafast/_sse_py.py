@@ -10,7 +10,7 @@ from __future__ import annotations
 import _thread
 import http.client
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 from ._errors import (
     LineTooLongError,
@@ -73,7 +73,10 @@ def check_count(got: object, size: int, method: str) -> int:
     )
 
 
-def check_chunk(got: object, method: str) -> object:
+T = TypeVar("T")
+
+
+def check_chunk(got: T | None, method: str) -> T:
     """What a reader's read / read1 returned, if it is not None (a non-blocking reader with no
     data yet, which must not pass for the end of the stream)."""
     if got is None:
@@ -109,11 +112,13 @@ class OneCaller:
     """
 
     __slots__ = ("_busy", "_error")
+    _busy: _thread.LockType
+    _error: BaseException | None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         self = super().__new__(cls)
         self._busy = _thread.allocate_lock()
-        self._error: BaseException | None = uninitialised_error(self)
+        self._error = uninitialised_error(self)
         return self
 
     def _enter(self, method: str) -> None:
@@ -126,13 +131,14 @@ class Pending(OneCaller):
     """Items decoded and not handed out yet, in reverse order (popped from the end)."""
 
     __slots__ = ("_pending",)
+    _pending: list[Any]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         self = super().__new__(cls, *args, **kwargs)
-        self._pending: list[Any] = []
+        self._pending = []
         return self
 
-    def _handout(self, items: list[Any]) -> Any:
+    def _handout(self, items: list[T]) -> T:
         """The first of a non-empty `items`; the others wait in `_pending`."""
         if len(items) == 1:
             return items[0]
