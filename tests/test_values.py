@@ -12,7 +12,6 @@ import llamafast
 from llamafast import (
     DONE,
     Assistant,
-    BusyError,
     ChatRequest,
     Completion,
     ConnectError,
@@ -20,23 +19,17 @@ from llamafast import (
     Done,
     FinishReason,
     HttpError,
-    InferError,
     LineTooLongError,
-    LoadTimeoutError,
     NotUtf8Error,
     Progress,
     ProtocolError,
     Queued,
     Reasoning,
     Retrying,
-    SseError,
     SseIoError,
-    SseTimeoutError,
     StalledError,
-    StreamClosedEarlyError,
     System,
     ThinkingCapped,
-    ThinkingOverrunError,
     Timings,
     Tool,
     ToolCall,
@@ -45,7 +38,6 @@ from llamafast import (
     TruncatedError,
     User,
     Waiting,
-    WaitTimeoutError,
 )
 
 EXAMPLES: list[Any] = [
@@ -151,25 +143,6 @@ def test_done_is_the_only_instance_of_done() -> None:
     assert pickle.loads(pickle.dumps(DONE)) is DONE
     assert repr(DONE) == "DONE"
     assert DONE != "[DONE]"
-
-
-def test_error_hierarchy() -> None:
-    for cls in (SseIoError, SseTimeoutError, TruncatedError, LineTooLongError, NotUtf8Error):
-        assert issubclass(cls, SseError)
-    assert issubclass(SseTimeoutError, TimeoutError)
-    for cls in (
-        BusyError,
-        ConnectError,
-        WaitTimeoutError,
-        LoadTimeoutError,
-        StalledError,
-        StreamClosedEarlyError,
-        ThinkingOverrunError,
-        HttpError,
-        ProtocolError,
-    ):
-        assert issubclass(cls, InferError)
-        assert not issubclass(cls, SseError)
 
 
 def test_errors_keep_what_they_carry_and_say_it_in_one_sentence() -> None:
