@@ -114,11 +114,24 @@ class Reentrant:
         Reentrant(self.asm, self.payload, self.log, self.stop)
 
 
+class Log(list[Any]):
+    """What the finalizers did, and whether the Assembler they call is the Cython twin's."""
+
+    cython = False
+
+
+# From CPython 3.12 on, the gc runs only between bytecodes (at the eval breaker), never inside
+# a C function: no finalizer can run inside the Cython twin's push or finish, so there is no
+# such re-entry to refuse there (the threads below still reach it). The tests then say so.
+GC_INSIDE_C = sys.version_info < (3, 12)
+
+
 @contextmanager
 def calling_back(asm: Any, payload: Any) -> Iterator[list[Any]]:
     """Within the block, finalizers keep calling back into `asm` (see Reentrant); yields their
     log. No finalizer of this kind runs after the block."""
-    log: list[Any] = []
+    log = Log()
+    log.cython = any(c.__module__.endswith("._assemble_c") for c in type(asm).__mro__)
     stop: list[bool] = []
     old = gc.get_threshold()
     gc.collect()
@@ -132,11 +145,20 @@ def calling_back(asm: Any, payload: Any) -> Iterator[list[Any]]:
         gc.collect()
 
 
+def skip_where_no_finalizer_can_run_inside(log: list[Any], busy: list[int]) -> None:
+    if not busy and getattr(log, "cython", False) and not GC_INSIDE_C:
+        pytest.skip(
+            "no finalizer runs inside a C function on Python 3.12+ (the gc waits for the next "
+            "bytecode): there is no re-entry from a finalizer to refuse"
+        )
+
+
 def split_log(log: list[Any], method: str) -> tuple[list[Any], list[Any], list[Any]]:
     """The callbacks that ran before the call under test started, the refused ones (while it
     ran) and those after it: every refusal names the Assembler and the `method` the callback
     called, and no callback between the first and the last refusal got in."""
     busy = [i for i, entry in enumerate(log) if entry[0] == "RuntimeError"]
+    skip_where_no_finalizer_can_run_inside(log, busy)
     assert busy, "no callback ran inside the call: the test did not test anything"
     first, last = busy[0], busy[-1]
     during = log[first : last + 1]
@@ -223,6 +245,9 @@ def test_the_refusal_names_the_assembler(impl: types.SimpleNamespace) -> None:
     asm = Named()
     with calling_back(asm, "{}") as log:
         asm.push(RICH)
+    skip_where_no_finalizer_can_run_inside(
+        log, [i for i, entry in enumerate(log) if entry[0] == "RuntimeError"]
+    )
     (message,) = {entry[1] for entry in log if entry[0] == "RuntimeError"}
     assert message == (
         "Named.push() was called while this Named is still running a push or finish (from "
