@@ -471,19 +471,22 @@ def open_response(label: str, file: IO[bytes]) -> http.client.HTTPResponse:
     """The recorded response, its head read and checked: a 200 event stream, else CliError."""
     response = http.client.HTTPResponse(_FileSocket(file))  # type: ignore[arg-type]
     try:
-        try:
-            response.begin()
-        except http.client.RemoteDisconnected:  # no status line at all
-            raise CliError(
-                "BadStatusLine", f"{label} is empty: not a recorded HTTP response"
-            ) from None
-        except (http.client.HTTPException, ValueError) as err:
-            raise CliError.of(err, f"{label} is not a recorded HTTP response: ") from None
+        _check_head(label, response)
     except BaseException:
         # Closed now, while its file is open: left to the garbage collector, it would flush
         # the file after the caller closed it, and Python would print what that raised.
         response.close()
         raise
+    return response
+
+
+def _check_head(label: str, response: http.client.HTTPResponse) -> None:
+    try:
+        response.begin()
+    except http.client.RemoteDisconnected:  # no status line at all
+        raise CliError("BadStatusLine", f"{label} is empty: not a recorded HTTP response") from None
+    except (http.client.HTTPException, ValueError) as err:
+        raise CliError.of(err, f"{label} is not a recorded HTTP response: ") from None
     if response.status != 200:
         try:
             body = response.read().decode("utf-8", "replace")
@@ -495,7 +498,6 @@ def open_response(label: str, file: IO[bytes]) -> http.client.HTTPResponse:
         raise CliError(
             "ProtocolError", f"{label} is not an event stream (Content-Type: {kind or 'none'})"
         )
-    return response
 
 
 def replay(args: argparse.Namespace, out: IO[str]) -> int:
