@@ -331,6 +331,109 @@ ASYNC["floor-buffered-protocol"] = _async_floor(_BufferedFloor)
 ASYNC["floor-protocol"] = _async_floor(_PlainFloor)
 
 
+# --- what an async client cannot avoid: one task wake-up per arrival, and the engine ----------
+
+
+class _WakingFloor(asyncio.BufferedProtocol):
+    """Reads into one buffer; each arrival is handed to the task waiting in `arrivals()`
+    through a future: the least an `async for` over a stream costs on top of the floor."""
+
+    def __init__(
+        self, request: bytes, free: Callable[[], memoryview], take: Callable[[int], bool]
+    ) -> None:
+        self.request = request
+        self.free = free
+        self.take = take
+        self.waiter: asyncio.Future[None] | None = None
+        self.got: list[memoryview] = []
+        self.lost: Exception | None = None
+        self.ended = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(self.request)  # type: ignore[attr-defined]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.free()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.ended = self.take(nbytes)
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionError("closed before the end")
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _waking_floor(engine: bool) -> Factory:
+    def make(host: str, port: int, prefix: str, chunks: int) -> Any:
+        if engine:
+            from llamafast import Assembler, SseDecoder
+            from llamafast._transport import ResponseParser
+
+        async def one(slot: int) -> int:
+            loop = asyncio.get_running_loop()
+            request = wire.chat_request(host, port, prefix, slot, chunks)
+            counter = _Counter(loop.create_future())
+            if engine:  # read into the HTTP parser's buffer, as AsyncClient does
+                parser, decoder, chat = ResponseParser(), SseDecoder(), Assembler()
+                items: list[Any] = []
+                free = parser.free
+
+                def take(n: int) -> bool:
+                    for piece in parser.filled(n):
+                        items.extend(decoder.feed(piece))
+                    return bool(parser.done)
+
+            else:
+                view = memoryview(bytearray(READ))
+
+                def free() -> memoryview:
+                    return view
+
+                def take(n: int) -> bool:
+                    counter.count(view[:n])
+                    return counter.done.done()
+
+            proto = _WakingFloor(request, free, take)
+            transport, _ = await loop.create_connection(lambda: proto, host, port)
+            events = 0
+            try:
+                while not proto.ended:
+                    if proto.lost is not None:
+                        raise proto.lost
+                    if engine:
+                        for item in items:
+                            if type(item) is str:
+                                events += len(chat.push(item))
+                        items.clear()
+                    waiter = proto.waiter = loop.create_future()
+                    await waiter
+            finally:
+                transport.close()
+            if engine:
+                for item in items:
+                    if type(item) is str:
+                        events += len(chat.push(item))
+                return check_completion(chat.finish(), chunks)
+            return chunks
+
+        async def close() -> None:
+            pass
+
+        return one, close
+
+    return make
+
+
+ASYNC["floor-wake"] = _waking_floor(engine=False)
+ASYNC["floor-wake-engine"] = _waking_floor(engine=True)
+
+
 @client(SYNC, "floor-recv_into")
 def _recv_into_floor(host: str, port: int, prefix: str, chunks: int) -> Any:
     size = wire.response_size(chunks)
@@ -351,6 +454,30 @@ def _recv_into_floor(host: str, port: int, prefix: str, chunks: int) -> Any:
         if n != size:
             raise AssertionError(f"read {n} bytes, not the {size} of the answer")
         return chunks
+
+    return one, lambda: None
+
+
+@client(SYNC, "floor-recv_into-engine")
+def _recv_into_engine_floor(host: str, port: int, prefix: str, chunks: int) -> Any:
+    """The bare POST again, its body read into the HTTP parser's buffer and turned into events
+    by llamafast's engine (SseDecoder, Assembler): what `Client` costs without its client."""
+    from llamafast import Assembler, SseDecoder
+    from llamafast._transport import ResponseParser
+
+    def one(slot: int) -> int:
+        parser, decoder, chat = ResponseParser(), SseDecoder(), Assembler()
+        with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
+            sock.sendall(wire.chat_request(host, port, prefix, slot, chunks))
+            while not parser.done:
+                got = sock.recv_into(parser.free())
+                if not got:
+                    raise AssertionError("closed before the end of the answer")
+                for piece in parser.filled(got):
+                    for item in decoder.feed(piece):
+                        if type(item) is str:
+                            chat.push(item)
+        return check_completion(chat.finish(), chunks)
 
     return one, lambda: None
 
