@@ -174,6 +174,8 @@ TWINS = [
     ("_chat_c", "_chat_py", "AsyncChatStream"),
     ("_chat_c", "_chat_py", "aiter_chat"),
     ("_http_c", "_http_py", "ResponseParser"),
+    ("_http_c", "_http_py", "Sink"),
+    ("_http_c", "_http_py", "Receiver"),
 ]
 
 

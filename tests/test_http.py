@@ -169,3 +169,60 @@ def test_twins_agree_on_any_chunked_bytes(parts: list[bytes], cuts: list[int], s
     raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"".join(parts)
     cuts = [c for c in cuts if c <= len(raw)]
     assert outcome(PureParser, raw, cuts, size) == outcome(CParser, raw, cuts, size)
+
+
+# --- Sink: the body's bytes to events, the same in both twins ---------------------------------
+
+from llamafast._http_py import Sink as PureSink  # noqa: E402
+
+try:
+    from llamafast._http_c import Sink as CSink
+except ImportError:  # not built
+    CSink = None
+
+
+def sink_outcome(sink_type: Any, body: bytes, cuts: list[int], max_line: int) -> list[Any]:
+    """Everything a Sink gives for `body` fed in the pieces `cuts` makes: each take()'s events
+    (as repr) between feeds, then the completion or the error (type and message)."""
+    sink = sink_type(max_line)
+    seen: list[Any] = []
+    pos = 0
+    try:
+        for end in [*sorted(set(cuts)), len(body)]:
+            piece = memoryview(bytearray(body[pos:end]))
+            pos = end
+            sink.feed([piece[: len(piece) // 2], piece[len(piece) // 2 :]])
+            while events := sink.take():
+                seen.append([repr(e) for e in events])
+            seen.append(("backlog", sink.backlog, sink.done))
+        seen.append(repr(sink.end()))
+    except Exception as err:
+        seen.append((type(err).__name__, str(err)))
+    return seen
+
+
+@pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
+@pytest.mark.parametrize("name", NAMES)
+def test_sink_twins_agree_on_every_recording(name: str) -> None:
+    raw = (HTTP / f"{name}.http").read_bytes()
+    body = expected_body(raw)
+    rng = random.Random(name)
+    for _ in range(5):
+        cuts = rng.sample(range(len(body) + 1), min(8, len(body) + 1))
+        want = sink_outcome(PureSink, body, cuts, 1 << 20)
+        assert sink_outcome(CSink, body, cuts, 1 << 20) == want
+        assert want[-1] != [], "the outcome records something"
+
+
+@pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
+@given(st.data())
+def test_sink_twins_agree_on_mutated_streams(data: st.DataObject) -> None:
+    name = data.draw(st.sampled_from(NAMES))
+    body = bytearray(expected_body((HTTP / f"{name}.http").read_bytes()))
+    for _ in range(data.draw(st.integers(0, 3))):
+        if body:
+            body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=6))
+    max_line = data.draw(st.sampled_from([64, 1 << 20]))
+    want = sink_outcome(PureSink, bytes(body), cuts, max_line)
+    assert sink_outcome(CSink, bytes(body), cuts, max_line) == want

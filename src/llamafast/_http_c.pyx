@@ -3,14 +3,19 @@
 # Strategy: the pure twin's ResponseParser (_http_py.py), with the body framing scanned in C over
 # the same fixed buffer. The head is parsed by the pure twin's parse_head (once per response),
 # and every message and state change matches the pure twin's, so both give equal results and
-# raise the same errors for every input however it is split.
-"""HTTP/1.1 response head and body framing, Cython twin of `_http_py`."""
+# raise the same errors for every input however it is split. Sink and Receiver are the pure
+# twin's too, written here so that an arrival (get_buffer, buffer_updated, the framing, the SSE
+# decoder's feed) runs no Python frame.
+"""HTTP/1.1 response head and body framing, the body to events, and the asyncio arrival path:
+Cython twin of `_http_py`."""
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from libc.string cimport memchr, memmove
 
+from ._assemble_c import Assembler
 from ._errors import TruncatedError
-from ._http_py import BUFFER, HttpParseError, parse_head
+from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head
+from ._sse_c import SseDecoder
 
 cdef enum:
     HEAD = 0
@@ -70,6 +75,10 @@ cdef class ResponseParser:
         return self._state == DONE
 
     def free(self):
+        """Where the transport writes next (at least one byte)."""
+        return self._free()
+
+    cdef object _free(self):
         cdef char* buf
         cdef Py_ssize_t start = self._start, end = self._end
         if start:
@@ -84,6 +93,11 @@ cdef class ResponseParser:
         return self._view[self._end:]
 
     def filled(self, Py_ssize_t n):
+        """`n` bytes were written at `free()`: the body bytes they complete, as views (valid
+        until the next `free()`)."""
+        return self._filled(n)
+
+    cdef list _filled(self, Py_ssize_t n):
         cdef list out = []
         cdef char* buf = PyByteArray_AS_STRING(self._buf)
         cdef Py_ssize_t pos = self._start, end, at, eol, take
@@ -180,3 +194,156 @@ cdef inline Py_ssize_t _find_nl(char* buf, Py_ssize_t pos, Py_ssize_t end) noexc
     if hit == NULL:
         return -1
     return <char*>hit - buf
+
+
+cdef class Sink:
+    """The body's bytes to ChatEvents: `feed` runs the SSE decoder over the bytes as they
+    arrive, `take` the assembler over the items, in order (see the pure twin)."""
+
+    cdef object _feed, _push, _close
+    cdef list _items
+    cdef Py_ssize_t _at
+    cdef object _error
+    cdef public bint done
+    cdef readonly object assembler
+
+    def __init__(self, max_line):
+        decoder = SseDecoder(max_line)
+        self.assembler = Assembler()
+        self._feed = decoder.feed
+        self._push = self.assembler.push
+        self._close = decoder.close
+        self._items = []
+        self._at = 0
+        self._error = None
+        self.done = False
+
+    def feed(self, pieces):
+        self._feed_all(list(pieces))
+
+    cdef int _feed_all(self, list pieces) except -1:
+        if self._error is not None or self.done:
+            return 0
+        feed = self._feed
+        try:
+            for piece in pieces:
+                got = feed(piece)
+                if got:
+                    self._items += got
+        except Exception as err:  # after the items before the fault
+            self._error = err
+        return 0
+
+    @property
+    def backlog(self):
+        return len(self._items) - self._at
+
+    def take(self):
+        """The events of the next item fed so far that gives any; [] when there is none yet.
+        Raises a latched error once nothing precedes it."""
+        cdef list items = self._items
+        cdef Py_ssize_t at = self._at, n = len(items)
+        if at < n:
+            push = self._push
+            try:
+                while at < n:
+                    item = items[at]
+                    at += 1
+                    if type(item) is not str:  # DONE: nothing after it is read
+                        self.done = True
+                        break
+                    events = push(item)
+                    if events:
+                        if at < n:
+                            self._at = at
+                        else:
+                            del items[:]
+                            self._at = 0
+                        return events
+            except Exception as err:
+                self._error = err
+            del items[:]
+            self._at = 0
+        if self._error is not None:
+            raise self._error
+        return []
+
+    def end(self):
+        """The body ended (cleanly, or with DONE): the Completion, or the error that says why
+        there is none."""
+        if not self.done:
+            self._close()
+        return self.assembler.finish()
+
+
+cdef class Receiver:
+    """The arrival path of an asyncio BufferedProtocol reading one response (see the pure
+    twin): the parser's buffer out, each arrival parsed, decoded into the Sink once one is
+    attached, and the waiting task woken once."""
+
+    cdef public object loop, transport, error, waiter
+    cdef public ResponseParser parser
+    cdef public Sink sink
+    cdef public list early
+    cdef public bint paused, watched
+    cdef public double last
+    cdef object _scratch
+
+    def __init__(self, loop, ResponseParser parser):
+        self.loop = loop
+        self.parser = parser
+        self.transport = None
+        self.early = []
+        self.sink = None
+        self.error = None
+        self.waiter = None
+        self.paused = False
+        self.watched = False
+        self.last = 0.0
+        self._scratch = None
+
+    def get_buffer(self, sizehint):
+        if self.error is None:
+            try:
+                return self.parser._free()
+            except HttpParseError as err:
+                self._fail(err)
+        if self._scratch is None:  # failed: what still arrives is dropped
+            self._scratch = bytearray(4096)
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, Py_ssize_t nbytes):
+        cdef list pieces
+        cdef Sink sink
+        if self.error is not None:
+            return
+        try:
+            pieces = self.parser._filled(nbytes)
+        except HttpParseError as err:
+            self._fail(err)
+            return
+        if self.watched:
+            self.last = self.loop.time()
+        if pieces:
+            sink = self.sink
+            if sink is None:
+                self.early += [bytes(p) for p in pieces]
+            else:
+                sink._feed_all(pieces)
+                if len(sink._items) - sink._at > BACKLOG and self.transport is not None:
+                    self.paused = True
+                    self.transport.pause_reading()
+        self._wake()
+
+    def _fail(self, err):
+        self.error = err
+        if self.transport is not None:
+            self.transport.abort()
+        self._wake()
+
+    def _wake(self):
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)

@@ -2,19 +2,37 @@
 # `free()` (recv_into / BufferedProtocol.get_buffer write there), says how much it wrote with
 # `filled(n)`, and gets the body's bytes back as views into that same buffer (the chunked framing
 # cut out, nothing copied). The buffer never changes size, so the views a transport holds while
-# it writes stay valid; it is compacted before the next `free()`.
-"""HTTP/1.1 response head and body framing (chunked, Content-Length, until close), pure twin."""
+# it writes stay valid; it is compacted before the next `free()`. The Sink turns those views into
+# ChatEvents (SseDecoder, then Assembler), and Receiver is an asyncio protocol's arrival path: the
+# bytes of each arrival go through the parser into the Sink, and the waiting task is woken once.
+"""HTTP/1.1 response head and body framing (chunked, Content-Length, until close), the body to
+events, and the asyncio arrival path: pure twin."""
 
 from __future__ import annotations
 
-from ._errors import TruncatedError
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["BUFFER", "HttpParseError", "ResponseParser", "parse_head"]
+from ._assemble_py import Assembler
+from ._errors import TruncatedError
+from ._sse_py import SseDecoder
+from ._values import ChatEvent, Completion
+
+__all__ = [
+    "BACKLOG",
+    "BUFFER",
+    "HttpParseError",
+    "Receiver",
+    "ResponseParser",
+    "Sink",
+    "parse_head",
+]
 
 BUFFER = 1 << 16  # the read buffer; also the longest head and chunk-size line accepted
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
+BACKLOG = 4096  # items decoded ahead of a slow consumer before reading pauses
 
 
 class HttpParseError(ValueError):
@@ -163,3 +181,160 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
     if status in (204, 304) or 100 <= status < 200:
         return status, headers, keep_alive, _CLOSE, 0, _DONE
     return status, headers, keep_alive, _CLOSE, -1, _DATA
+
+
+class Sink:
+    """The body's bytes to ChatEvents: `feed` runs the SSE decoder over the bytes as they
+    arrive, `take` the assembler over the items, in order. An error never swallows what came
+    before it: `take` raises it only once everything before it was handed out. `data: [DONE]`
+    ends the body (`.done`): nothing after it is read. `take` stops after each item that gave
+    events, so the assembler's state (`in_reasoning`, the token count) is that item's while
+    its events are handed out, as the thinking budget and the streams' properties need."""
+
+    __slots__ = (
+        "_at",
+        "_close",
+        "_error",
+        "_feed",
+        "_items",
+        "_push",
+        "assembler",
+        "done",
+    )
+
+    def __init__(self, max_line: int) -> None:
+        decoder = SseDecoder(max_line)
+        self.assembler = Assembler()
+        self._feed = decoder.feed
+        self._push = self.assembler.push
+        self._items: list[Any] = []
+        self._at = 0
+        self._error: Exception | None = None
+        self.done = False
+        self._close = decoder.close
+
+    def feed(self, pieces: Sequence[Any]) -> None:
+        if self._error is not None or self.done:
+            return
+        feed = self._feed
+        items = self._items
+        try:
+            if len(pieces) == 1:  # the common case: one arrival, one piece of body
+                got = feed(pieces[0])
+                if got:
+                    items += got
+                return
+            for piece in pieces:
+                got = feed(piece)
+                if got:
+                    items += got
+        except Exception as err:  # after the items before the fault
+            self._error = err
+
+    @property
+    def backlog(self) -> int:
+        return len(self._items) - self._at
+
+    def take(self) -> list[ChatEvent]:
+        """The events of the next item fed so far that gives any; [] when there is none yet.
+        Raises a latched error once nothing precedes it."""
+        items = self._items
+        at = self._at
+        n = len(items)
+        if at < n:
+            push = self._push
+            try:
+                while at < n:
+                    item = items[at]
+                    at += 1
+                    if type(item) is not str:  # DONE: nothing after it is read
+                        self.done = True
+                        break
+                    events = push(item)
+                    if events:
+                        if at < n:
+                            self._at = at
+                        else:
+                            items.clear()
+                            self._at = 0
+                        return events
+            except Exception as err:
+                self._error = err
+            items.clear()
+            self._at = 0
+        if self._error is not None:
+            raise self._error
+        return []
+
+    def end(self) -> Completion:
+        """The body ended (cleanly, or with DONE): the Completion, or the error that says why
+        there is none (a line cut: TruncatedError; no finish reason: StreamClosedEarlyError)."""
+        if not self.done:
+            self._close()
+        return self.assembler.finish()
+
+
+class Receiver:
+    """The arrival path of an asyncio BufferedProtocol reading one response: `get_buffer` hands
+    out the parser's buffer, `buffer_updated` parses what came and, once a Sink is attached,
+    decodes it at once (before that the body's bytes are kept in `early`), then wakes the task
+    waiting on `waiter`. A parse error is latched in `error` and aborts the transport; reading
+    pauses while more than BACKLOG items wait for the consumer. The owner sets `transport`,
+    `sink`, `waiter`, and `watched` (then every arrival's time goes to `last`)."""
+
+    def __init__(self, loop: Any, parser: ResponseParser) -> None:
+        self.loop = loop
+        self.parser = parser
+        self.transport: Any = None
+        self.early: list[bytes] = []
+        self.sink: Sink | None = None
+        self.error: BaseException | None = None  # the connection's failure, or a parse error
+        self.waiter: Any = None
+        self.paused = False
+        self.watched = False
+        self.last = 0.0
+        self._scratch: bytearray | None = None
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.error is None:
+            try:
+                return self.parser.free()
+            except HttpParseError as err:
+                self._fail(err)
+        if self._scratch is None:  # failed: what still arrives is dropped
+            self._scratch = bytearray(4096)
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.error is not None:
+            return
+        try:
+            pieces = self.parser.filled(nbytes)
+        except HttpParseError as err:
+            self._fail(err)
+            return
+        if self.watched:
+            self.last = self.loop.time()
+        if pieces:
+            sink = self.sink
+            if sink is None:
+                self.early += [bytes(p) for p in pieces]
+            else:
+                sink.feed(pieces)
+                if sink.backlog > BACKLOG and self.transport is not None:
+                    self.paused = True
+                    self.transport.pause_reading()
+        self._wake()
+
+    def _fail(self, err: BaseException) -> None:
+        self.error = err
+        if self.transport is not None:
+            self.transport.abort()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)

@@ -16,26 +16,16 @@ import ssl
 import struct
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._client_core import Target
 from ._compat import USE_EXTENSIONS
 from ._http_py import HttpParseError
-from ._values import ChatEvent, Completion
 
 if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._assemble_py import Assembler
-    from ._http_py import ResponseParser
-    from ._sse_py import SseDecoder
+    from ._http_py import Receiver, ResponseParser, Sink
 else:
-    from ._assemble_c import Assembler
-    from ._sse_c import SseDecoder
-
-    try:  # built after the engine's extensions: an older build may lack it
-        from ._http_c import ResponseParser
-    except ImportError:  # pragma: no cover
-        from ._http_py import ResponseParser
+    from ._http_c import Receiver, ResponseParser, Sink
 
 __all__ = [
     "AsyncConnection",
@@ -44,8 +34,6 @@ __all__ = [
     "SyncConnection",
     "request_bytes",
 ]
-
-_BACKLOG = 4096  # events computed ahead of a slow consumer before reading pauses
 
 
 def request_bytes(
@@ -72,97 +60,6 @@ def ssl_context() -> ssl.SSLContext:
     if _SSL is None:
         _SSL = ssl.create_default_context()
     return _SSL
-
-
-class Sink:
-    """The body's bytes to ChatEvents: `feed` runs the SSE decoder over the bytes as they
-    arrive, `take` the assembler over the items, in order. An error never swallows what came
-    before it: `take` raises it only once everything before it was handed out. `data: [DONE]`
-    ends the body (`.done`): nothing after it is read. `take` stops after each item that gave
-    events, so the assembler's state (`in_reasoning`, the token count) is that item's while
-    its events are handed out, as the thinking budget and the streams' properties need."""
-
-    __slots__ = (
-        "_at",
-        "_close",
-        "_error",
-        "_feed",
-        "_items",
-        "_push",
-        "assembler",
-        "done",
-    )
-
-    def __init__(self, max_line: int) -> None:
-        decoder = SseDecoder(max_line)
-        self.assembler = Assembler()
-        self._feed = decoder.feed
-        self._push = self.assembler.push
-        self._items: list[Any] = []
-        self._at = 0
-        self._error: Exception | None = None
-        self.done = False
-        self._close = decoder.close
-
-    def feed(self, pieces: Sequence[Any]) -> None:
-        if self._error is not None or self.done:
-            return
-        feed = self._feed
-        items = self._items
-        try:
-            if len(pieces) == 1:  # the common case: one arrival, one piece of body
-                got = feed(pieces[0])
-                if got:
-                    items += got
-                return
-            for piece in pieces:
-                got = feed(piece)
-                if got:
-                    items += got
-        except Exception as err:  # after the items before the fault
-            self._error = err
-
-    @property
-    def backlog(self) -> int:
-        return len(self._items) - self._at
-
-    def take(self) -> list[ChatEvent]:
-        """The events of the next item fed so far that gives any; [] when there is none yet.
-        Raises a latched error once nothing precedes it."""
-        items = self._items
-        at = self._at
-        n = len(items)
-        if at < n:
-            push = self._push
-            try:
-                while at < n:
-                    item = items[at]
-                    at += 1
-                    if type(item) is not str:  # DONE: nothing after it is read
-                        self.done = True
-                        break
-                    events = push(item)
-                    if events:
-                        if at < n:
-                            self._at = at
-                        else:
-                            items.clear()
-                            self._at = 0
-                        return events
-            except Exception as err:
-                self._error = err
-            items.clear()
-            self._at = 0
-        if self._error is not None:
-            raise self._error
-        return []
-
-    def end(self) -> Completion:
-        """The body ended (cleanly, or with DONE): the Completion, or the error that says why
-        there is none (a line cut: TruncatedError; no finish reason: StreamClosedEarlyError)."""
-        if not self.done:
-            self._close()
-        return self.assembler.finish()
 
 
 # --- the sync transport ----------------------------------------------------------------------
@@ -258,25 +155,17 @@ class SyncConnection:
 # --- the asyncio transport ---------------------------------------------------------------------
 
 
-class AsyncConnection(asyncio.BufferedProtocol):
+class AsyncConnection(Receiver, asyncio.BufferedProtocol):
     """One request on its own connection, as an asyncio protocol that reads into the parser's
-    buffer. Before a Sink is attached the body's bytes are kept (`early`); after, they are
-    decoded at once, and the task waiting in `wait()` is woken once per arrival."""
+    buffer (the arrival path is Receiver's). Before a Sink is attached the body's bytes are
+    kept (`early`); after, they are decoded at once, and the task waiting in `wait()` is woken
+    once per arrival."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.parser = ResponseParser()
-        self.transport: asyncio.Transport | None = None
-        self.early: list[bytes] = []
-        self.sink: Sink | None = None
+        super().__init__(loop, ResponseParser())
         self.eof = False
-        self.error: BaseException | None = None  # the connection's failure, or a parse error
         self.stalled = False
-        self.waiter: asyncio.Future[None] | None = None
-        self.paused = False
-        self._scratch: bytearray | None = None
         self._stall = 0.0
-        self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
     @classmethod
@@ -297,48 +186,13 @@ class AsyncConnection(asyncio.BufferedProtocol):
     # --- the protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except (OSError, AttributeError):
                 pass
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self.error is None:
-            try:
-                return self.parser.free()
-            except HttpParseError as err:
-                self._fail(err)
-        if self._scratch is None:  # failed: what still arrives is dropped
-            self._scratch = bytearray(4096)
-        return memoryview(self._scratch)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self.error is not None:
-            return
-        try:
-            pieces = self.parser.filled(nbytes)
-        except HttpParseError as err:
-            self._fail(err)
-            return
-        if self._timer is not None:
-            self._last = self.loop.time()
-        if pieces:
-            sink = self.sink
-            if sink is None:
-                self.early += [bytes(p) for p in pieces]
-            else:
-                sink.feed(pieces)
-                if sink.backlog > _BACKLOG and self.transport is not None:
-                    self.paused = True
-                    self.transport.pause_reading()
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
 
     def eof_received(self) -> bool:
         self.eof = True
@@ -351,19 +205,6 @@ class AsyncConnection(asyncio.BufferedProtocol):
             self.error = exc
         self._cancel_timer()
         self._wake()
-
-    def _fail(self, err: BaseException) -> None:
-        self.error = err
-        if self.transport is not None:
-            self.transport.abort()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
 
     # --- what the driver calls ---------------------------------------------------------------
 
@@ -425,14 +266,15 @@ class AsyncConnection(asyncio.BufferedProtocol):
         if early:
             sink.feed(early)
         self._stall = stall
-        self._last = self.loop.time()
-        self._timer = self.loop.call_at(self._last + stall, self._check_stall)
+        self.last = self.loop.time()
+        self.watched = True
+        self._timer = self.loop.call_at(self.last + stall, self._check_stall)
 
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
         # it is set again from the newest arrival, so arrivals themselves never touch a timer.
         now = self.loop.time()
-        due = self._last + self._stall
+        due = self.last + self._stall
         if now >= due:
             self._timer = None
             self.stalled = True
@@ -441,6 +283,7 @@ class AsyncConnection(asyncio.BufferedProtocol):
             self._timer = self.loop.call_at(due, self._check_stall)
 
     def _cancel_timer(self) -> None:
+        self.watched = False
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
