@@ -550,6 +550,7 @@ def test_two_threads_feeding_one_decoder(impl: types.SimpleNamespace, monkeypatc
             time.sleep(0.0002)  # another thread runs now
 
         monkeypatch.setattr(cls, "__init__", slow_init)
+    windows = 0
     for round_ in range(100):
         decoder = impl.SseDecoder(max_line=40)
         bad = b"data: \xff\n" if round_ % 2 else b"data: " + b"y" * 50
@@ -574,7 +575,10 @@ def test_two_threads_feeding_one_decoder(impl: types.SimpleNamespace, monkeypatc
                 assert ALL_BUSY in str(outcome)
             elif not isinstance(outcome, SseError):
                 assert outcome == ["ok"] * (300 if i == 0 else 1)
-        assert any(isinstance(o, SseError) for _, o in calls)
+        # A round may refuse all three of the bad chunk's feeds (the other thread was inside each
+        # time; slow builds such as ASan's do that): the window is proven over the rounds.
+        windows += any(isinstance(o, SseError) for _, o in calls)
+    assert windows, "no round raised inside feed: the window was never open"
 
 
 # --- aiter_events: cancellation, and one task at a time --------------------------------------
