@@ -705,4 +705,37 @@ class AsyncDriver:
         return asyncio.run(main())
 
 
+class _Enough(Exception):
+    """Raised from `on_event` to stop a `complete` after `stop_after` events."""
+
+
+class CompleteDriver(AsyncDriver):
+    """The async client through `AsyncClient.complete` with a plain function: its events are
+    handed out from the arrival callback, not by iteration; stopping early is an exception
+    raised from the callback (which must close the stream as leaving `async for` does)."""
+
+    kind = "complete"
+
+    @staticmethod
+    async def run_on(
+        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
+    ) -> Outcome:
+        out = Outcome([])
+        t0 = time.monotonic()
+
+        def on_event(event: ChatEvent) -> None:
+            out.events.append(event)
+            if stop_after is not None and len(out.events) >= stop_after:
+                raise _Enough
+
+        try:
+            out.completion = await client.complete(req, on_event)
+        except _Enough:
+            pass
+        except Exception as err:
+            out.error = err
+        out.elapsed = time.monotonic() - t0
+        return out
+
+
 Driver = SyncDriver | AsyncDriver

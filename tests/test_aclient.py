@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -165,6 +167,95 @@ def test_complete_awaits_an_async_callback(server: ReplayServer) -> None:
 
     assert asyncio.run(main()) == expected("content_only")[1]
     assert seen == expected("content_only")[0]
+
+
+# --- complete(on_event=plain function): events from the arrival callback ----------------------
+
+
+def run_complete(server: ReplayServer, name: str, on_event: object) -> Any:
+    server.script = [Reply(name)]
+
+    async def main() -> llamafast.Completion:
+        async with AsyncClient(cfg(server)) as client:
+            return await client.complete(ChatRequest(0, [User("x")]), on_event)  # type: ignore[arg-type]
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_complete_hands_a_plain_function_the_events_from_the_arrival_callback(name: str) -> None:
+    seen: list[ChatEvent] = []
+    tasks: list[object] = []
+
+    def on_event(event: ChatEvent) -> None:
+        seen.append(event)
+        tasks.append(asyncio.current_task())
+
+    with ReplayServer(pieces=97) as server:  # the body arrives in pieces, 2 ms apart
+        assert run_complete(server, name, on_event) == expected(name)[1]
+    assert seen == expected(name)[0]
+    # the first event comes through iteration (inside the task); the body's later events
+    # from the protocol's callback, which is what spares a task wake-up per arrival
+    assert tasks[0] is not None and tasks[-1] is None
+
+
+def test_complete_awaits_what_a_plain_function_returns_before_handing_out_more(
+    server: ReplayServer,
+) -> None:
+    seen: list[tuple[str, ChatEvent]] = []
+
+    async def later(event: ChatEvent) -> None:
+        await asyncio.sleep(0.002)
+        seen.append(("awaited", event))
+
+    def on_event(event: ChatEvent) -> object:
+        seen.append(("called", event))
+        return later(event)
+
+    want = expected("tool_call")
+    assert run_complete(server, "tool_call", on_event) == want[1]
+    # each event's awaitable finished before the next event was handed out
+    assert seen == [(kind, e) for e in want[0] for kind in ("called", "awaited")]
+
+
+def test_complete_sees_the_callers_context_variables(server: ReplayServer) -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var")
+    seen: list[str] = []
+
+    async def main() -> None:
+        var.set("the caller's")
+        async with AsyncClient(cfg(server)) as client:
+            await client.complete(ChatRequest(0, [User("x")]), lambda _: seen.append(var.get()))
+
+    asyncio.run(main())
+    assert len(seen) > 2 and set(seen) == {"the caller's"}
+
+
+def test_an_exception_from_on_event_is_raised_as_is_and_closes_the_stream(
+    server: ReplayServer,
+) -> None:
+    raw = load("content_only")
+    server.script = [Reply(pause_at=event_offset(raw, 4), pause_s=5.0)]
+    seen: list[ChatEvent] = []
+
+    def on_event(event: ChatEvent) -> None:
+        seen.append(event)
+        if len(seen) == 3:  # from the arrival callback: the first came through iteration
+            raise ValueError("the agent's own bug")
+
+    async def main() -> None:
+        async with AsyncClient(cfg(server)) as client:
+            await client.complete(ChatRequest(0, [User("x")]), on_event)
+
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="the agent's own bug") as caught:
+        asyncio.run(main())
+    assert type(caught.value) is ValueError  # not mapped to a ProtocolError
+    assert time.monotonic() - t0 < 2.0 and len(seen) == 3
+    deadline = time.monotonic() + 2.0
+    while not server.chat_logs()[0].closed_by_client and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.chat_logs()[0].closed_by_client
 
 
 def test_stream_state_and_completion_before_end(server: ReplayServer) -> None:

@@ -56,6 +56,7 @@ ASYNC_FLOOR, SYNC_FLOOR = "floor-buffered-protocol", "floor-recv_into"
 ASYNC_OPENAI, SYNC_OPENAI = "openai-async", "openai-sync"
 ASYNC_ROWS = [
     "llamafast-async",
+    "llamafast-async-complete",
     "aiohttp-aiter_chat",
     "aiohttp-json",
     "httpx-sse-async",
@@ -68,6 +69,7 @@ ASYNC_ROWS = [
 SYNC_ROWS = ["llamafast-sync", "httpx-sse-sync", SYNC_OPENAI, SYNC_FLOOR, "floor-recv_into-engine"]
 LABELS = {
     "llamafast-async": "llamafast `AsyncClient`",
+    "llamafast-async-complete": "llamafast `AsyncClient.complete(req, on_event)`",
     "llamafast-sync": "llamafast `Client`",
     "aiohttp-aiter_chat": "aiohttp + `aiter_chat` (no client)",
     "aiohttp-json": "hand-written aiohttp + split + `json.loads`",
@@ -82,7 +84,7 @@ LABELS = {
     "floor-wake-engine": "floor + wake-up + llamafast's engine, no client",
     "floor-recv_into-engine": "floor `recv_into` + llamafast's engine, no client",
 }
-LLAMAFAST = ("llamafast-async", "llamafast-sync", "aiohttp-aiter_chat")
+LLAMAFAST = ("llamafast-async", "llamafast-async-complete", "llamafast-sync", "aiohttp-aiter_chat")
 PEERS = ("openai", "httpx", "httpx-sse", "aiohttp", "uvloop", "pydantic")
 
 

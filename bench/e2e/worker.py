@@ -79,6 +79,25 @@ def _llamafast_async(host: str, port: int, prefix: str, chunks: int) -> Any:
     return one, close
 
 
+@client(ASYNC, "llamafast-async-complete")
+def _llamafast_async_complete(host: str, port: int, prefix: str, chunks: int) -> Any:
+    """`AsyncClient.complete` with a plain function: the events are handed out from the
+    arrival callback, with no task wake-up per arrival."""
+    import llamafast
+
+    c = llamafast.AsyncClient(wire.config(f"http://{host}:{port}{prefix}", chunks))
+
+    async def one(slot: int) -> int:
+        seen: list[Any] = []
+        req = llamafast.ChatRequest(slot, [llamafast.User("hi")])
+        completion = await c.complete(req, seen.append)
+        if not seen:
+            raise AssertionError("on_event was never called")
+        return check_completion(completion, chunks)
+
+    return one, c.aclose
+
+
 @client(SYNC, "llamafast-sync")
 def _llamafast_sync(host: str, port: int, prefix: str, chunks: int) -> Any:
     import llamafast

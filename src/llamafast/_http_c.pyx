@@ -281,7 +281,7 @@ cdef class Receiver:
     twin): the parser's buffer out, each arrival parsed, decoded into the Sink once one is
     attached, and the waiting task woken once."""
 
-    cdef public object loop, transport, error, waiter
+    cdef public object loop, transport, error, waiter, deliver
     cdef public ResponseParser parser
     cdef public Sink sink
     cdef public list early
@@ -300,6 +300,7 @@ cdef class Receiver:
         self.paused = False
         self.watched = False
         self.last = 0.0
+        self.deliver = None
         self._scratch = None
 
     def get_buffer(self, sizehint):
@@ -333,6 +334,10 @@ cdef class Receiver:
                 if len(sink._items) - sink._at > BACKLOG and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
+        deliver = self.deliver
+        if deliver is not None:
+            deliver()
+            return
         self._wake()
 
     def _fail(self, err):

@@ -10,7 +10,7 @@ events, and the asyncio arrival path: pure twin."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._assemble_py import Assembler
@@ -280,7 +280,9 @@ class Receiver:
     decodes it at once (before that the body's bytes are kept in `early`), then wakes the task
     waiting on `waiter`. A parse error is latched in `error` and aborts the transport; reading
     pauses while more than BACKLOG items wait for the consumer. The owner sets `transport`,
-    `sink`, `waiter`, and `watched` (then every arrival's time goes to `last`)."""
+    `sink`, `waiter`, `watched` (then every arrival's time goes to `last`), and `deliver`: a
+    function called after each arrival instead of waking the task (it wakes the task when it
+    must, and never raises)."""
 
     def __init__(self, loop: Any, parser: ResponseParser) -> None:
         self.loop = loop
@@ -293,6 +295,7 @@ class Receiver:
         self.paused = False
         self.watched = False
         self.last = 0.0
+        self.deliver: Callable[[], None] | None = None
         self._scratch: bytearray | None = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -324,6 +327,10 @@ class Receiver:
                 if sink.backlog > BACKLOG and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
+        deliver = self.deliver
+        if deliver is not None:
+            deliver()
+            return
         self._wake()
 
     def _fail(self, err: BaseException) -> None:
