@@ -43,7 +43,8 @@ NAMES = (
 def _cython_namespace() -> types.SimpleNamespace | str:
     try:
         mods = [
-            importlib.import_module(f"llamafast.{m}") for m in ("_sse_c", "_assemble_c", "_chat_c")
+            importlib.import_module(f"llamafast.{m}")
+            for m in ("_sse_c", "_assemble_c", "_chat_c", "_http_c")
         ]
     except ImportError as err:
         return f"the Cython twin is not built: {err}"

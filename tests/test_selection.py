@@ -39,7 +39,7 @@ def run(code: str, **env: str) -> str:
 
 
 def c_twin_built() -> bool:
-    probe = "import llamafast._sse_c, llamafast._assemble_c, llamafast._chat_c"
+    probe = "import llamafast._sse_c, llamafast._assemble_c, llamafast._chat_c, llamafast._http_c"
     env = {k: v for k, v in os.environ.items() if k != "LLAMAFAST_NO_EXTENSIONS"}
     return (
         subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True).returncode == 0

@@ -20,7 +20,7 @@ from pathlib import Path
 NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") or (
     sys.implementation.name != "cpython"
 )
-EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c")
+EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c")
 
 USE_EXTENSIONS = False
 if not NO_EXTENSIONS:  # pragma: no branch
