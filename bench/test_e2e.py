@@ -173,7 +173,8 @@ def test_a_baseline_interpreter_runs_the_llamafast_rows_again_beside_them() -> N
     order = [(c.client, c.baseline) for c in table]
     at = order.index(("llamafast-async", False))
     assert order[at + 1] == ("llamafast-async", True)  # side by side in every round
-    assert {c.client for c in table if c.baseline} == {"llamafast-async", "aiohttp-aiter_chat"}
+    again = {c.client for c in table if c.baseline}
+    assert again == {"llamafast-async", "llamafast-async-complete", "aiohttp-aiter_chat"}
     assert all(c.python == "/old/python" for c in table if c.baseline)
     for c in table:
         c.runs.append({"cpu": 0.1 if c.baseline else 0.05, "wall": 1.0, "chunks": 5000})

@@ -474,6 +474,22 @@ TARGETS = [
         None,
     ),
     (
+        "(reference) 100 streams paced: `AsyncClient.complete` ÷ BufferedProtocol floor",
+        "paced100",
+        ("llamafast-async-complete", "asyncio"),
+        (ASYNC_FLOOR, "asyncio"),
+        "-",
+        None,
+    ),
+    (
+        "(reference) 100 streams paced: `AsyncOpenAI` ÷ `AsyncClient.complete`",
+        "paced100",
+        (ASYNC_OPENAI, "asyncio"),
+        ("llamafast-async-complete", "asyncio"),
+        "-",
+        None,
+    ),
+    (
         "(reference) 100 streams paced: `AsyncClient` ÷ floor + wake-up + engine",
         "paced100",
         ("llamafast-async", "asyncio"),
