@@ -226,3 +226,41 @@ def test_sink_twins_agree_on_mutated_streams(data: st.DataObject) -> None:
     max_line = data.draw(st.sampled_from([64, 1 << 20]))
     want = sink_outcome(PureSink, bytes(body), cuts, max_line)
     assert sink_outcome(CSink, bytes(body), cuts, max_line) == want
+
+
+# --- legal misuse: refused with an error, never a read outside the buffer -----------------------
+
+
+@pytest.mark.parametrize("n", [65, -1, 1 << 40])
+def test_filling_more_than_was_free_is_refused(twin: type, n: int) -> None:
+    parser = twin(64)
+    parser.free()
+    with pytest.raises(ValueError, match=rf"filled\({n}\) with 64 bytes free"):
+        parser.filled(n)
+    view = parser.free()  # the parser is unchanged and goes on
+    view[:19] = b"HTTP/1.1 200 OK\r\n\r\n"
+    assert parser.filled(19) == [] and parser.status == 200
+
+
+@pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
+def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
+    from llamafast._http_c import Receiver, ResponseParser
+
+    parser = ResponseParser.__new__(ResponseParser)
+    with pytest.raises(HttpParseError, match="longer than 0 bytes"):
+        parser.free()
+    with pytest.raises(ValueError, match="with 0 bytes free"):
+        parser.filled(3)
+    sink = CSink.__new__(CSink)
+    assert sink.take() == [] and sink.backlog == 0
+    sink.feed([b"data: x\n\n"])
+    with pytest.raises(TypeError):  # no decoder: the error is latched, as a decoder's would be
+        sink.take()
+    receiver = Receiver.__new__(Receiver)
+    for call in (lambda: receiver.get_buffer(-1), lambda: receiver.buffer_updated(3)):
+        with pytest.raises(RuntimeError, match="has no ResponseParser"):
+            call()
+    receiver = Receiver(None, ResponseParser())
+    receiver.parser = None
+    with pytest.raises(RuntimeError, match="has no ResponseParser"):
+        receiver.buffer_updated(3)

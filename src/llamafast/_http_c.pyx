@@ -53,6 +53,14 @@ cdef class ResponseParser:
     cdef public dict headers
     cdef public bint keep_alive
 
+    def __cinit__(self):
+        # Made without __init__ (ResponseParser.__new__): an empty buffer, so every use is a
+        # clean error ("longer than 0 bytes"), never a read through None.
+        self._buf = bytearray()
+        self._view = memoryview(self._buf)
+        self._size = 0
+        self.headers = {}
+
     def __init__(self, Py_ssize_t size=BUFFER):
         self._buf = bytearray(size)
         self._view = memoryview(self._buf)  # held: the bytearray can never be resized
@@ -99,9 +107,13 @@ cdef class ResponseParser:
 
     cdef list _filled(self, Py_ssize_t n):
         cdef list out = []
-        cdef char* buf = PyByteArray_AS_STRING(self._buf)
+        cdef char* buf
         cdef Py_ssize_t pos = self._start, end, at, eol, take
         cdef int state
+        # More than was free would scan past the buffer: refused, as in the pure twin.
+        if not 0 <= n <= self._size - self._end:
+            raise ValueError(f"filled({n}) with {self._size - self._end} bytes free")
+        buf = PyByteArray_AS_STRING(self._buf)
         self._end += n
         end = self._end
         while pos < end:
@@ -207,6 +219,9 @@ cdef class Sink:
     cdef public bint done
     cdef readonly object assembler
 
+    def __cinit__(self):
+        self._items = []  # never None: take() and the backlog read it in C
+
     def __init__(self, max_line):
         decoder = SseDecoder(max_line)
         self.assembler = Assembler()
@@ -304,6 +319,8 @@ cdef class Receiver:
         self._scratch = None
 
     def get_buffer(self, sizehint):
+        if self.parser is None:
+            raise _no_parser(self)
         if self.error is None:
             try:
                 return self.parser._free()
@@ -318,6 +335,8 @@ cdef class Receiver:
         cdef Sink sink
         if self.error is not None:
             return
+        if self.parser is None:
+            raise _no_parser(self)
         try:
             pieces = self.parser._filled(nbytes)
         except HttpParseError as err:
@@ -352,3 +371,9 @@ cdef class Receiver:
             self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
+
+
+def _no_parser(receiver):
+    return RuntimeError(
+        f"this {type(receiver).__name__} has no ResponseParser (was its __init__ called?)"
+    )

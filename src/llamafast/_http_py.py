@@ -91,6 +91,8 @@ class ResponseParser:
     def filled(self, n: int) -> list[memoryview]:
         """`n` bytes were written at `free()`: the body bytes they complete, as views (valid
         until the next `free()`)."""
+        if not 0 <= n <= len(self._buf) - self._end:
+            raise ValueError(f"filled({n}) with {len(self._buf) - self._end} bytes free")
         self._end += n
         out: list[memoryview] = []
         buf = self._buf
