@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +185,8 @@ except ImportError:  # not built
 
 def sink_outcome(sink_type: Any, body: bytes, cuts: list[int], max_line: int) -> list[Any]:
     """Everything a Sink gives for `body` fed in the pieces `cuts` makes: each take()'s events
-    (as repr) between feeds, then the completion or the error (type and message)."""
+    (as repr) between feeds, then the completion or the error (type and message). `backlog` is
+    left out: the pure twin counts decoded items, the Cython one bytes (see the pause tests)."""
     sink = sink_type(max_line)
     seen: list[Any] = []
     pos = 0
@@ -194,7 +197,7 @@ def sink_outcome(sink_type: Any, body: bytes, cuts: list[int], max_line: int) ->
             sink.feed([piece[: len(piece) // 2], piece[len(piece) // 2 :]])
             while events := sink.take():
                 seen.append([repr(e) for e in events])
-            seen.append(("backlog", sink.backlog, sink.done))
+            seen.append(("done", sink.done))
         seen.append(repr(sink.end()))
     except Exception as err:
         seen.append((type(err).__name__, str(err)))
@@ -254,7 +257,7 @@ def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
     sink = CSink.__new__(CSink)
     assert sink.take() == [] and sink.backlog == 0
     sink.feed([b"data: x\n\n"])
-    with pytest.raises(TypeError):  # no decoder: the error is latched, as a decoder's would be
+    with pytest.raises(RuntimeError, match="never initialised"):  # latched, as a decoder's
         sink.take()
     receiver = Receiver.__new__(Receiver)
     for call in (lambda: receiver.get_buffer(-1), lambda: receiver.buffer_updated(3)):
@@ -264,3 +267,106 @@ def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
     receiver.parser = None
     with pytest.raises(RuntimeError, match="has no ResponseParser"):
         receiver.buffer_updated(3)
+
+
+# --- the consumer's pace (docs/client.md, rule BACKLOG): reading pauses, nothing is lost ---
+
+from llamafast._http_py import Receiver as PureReceiver  # noqa: E402
+
+RECEIVERS = [(PureReceiver, PureSink, PureParser)]
+if CSink is not None:
+    from llamafast._http_c import Receiver as CReceiver
+
+    RECEIVERS.append((CReceiver, CSink, CParser))
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.paused = 0
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+    def abort(self) -> None:
+        raise AssertionError("nothing here is a failure")
+
+
+CHUNK = (
+    b'{"choices":[{"index":0,"delta":{"content":"%05d"},"finish_reason":null}],'
+    b'"id":"c","object":"chat.completion.chunk","created":1,"model":"m"}'
+)
+
+
+def event_line(i: int) -> bytes:
+    return b"data: " + CHUNK % i + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    "receiver_type,sink_type,parser_type",
+    RECEIVERS,
+    ids=[r[0].__module__.rsplit(".", 1)[-1] for r in RECEIVERS],
+)
+def test_reading_pauses_for_a_slow_consumer_and_loses_nothing(
+    receiver_type: Any, sink_type: Any, parser_type: Any
+) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    receiver = receiver_type(None, parser_type())
+    receiver.transport = transport = FakeTransport()
+    receiver.sink = sink = sink_type(1 << 20)
+    receiver.deliver = lambda: None  # no task to wake
+    sent = 0
+
+    def arrive(data: bytes) -> None:
+        view = receiver.get_buffer(-1)
+        view[: len(data)] = data
+        receiver.buffer_updated(len(data))
+
+    arrive(head)
+    while not receiver.paused:  # nobody takes: the backlog grows until reading pauses
+        arrive(b"".join(event_line(sent + i) for i in range(64)))
+        sent += 64
+        assert sent < 100_000, "reading never paused"
+    assert transport.paused == 1
+    # not at once: a burst of thousands of events is buffered first (the pure twin counts
+    # BACKLOG items, the Cython one megabytes)
+    assert sent > 4000
+    got = []
+    while events := sink.take():
+        got += [e.text for e in events]
+    assert got == [f"{i:05d}" for i in range(sent)]  # in order, none lost
+    assert sink.backlog == 0
+
+
+@pytest.mark.parametrize("sink_type", [PureSink, *([CSink] if CSink else [])])
+def test_lines_fed_and_never_taken_count_at_the_end(sink_type: Any) -> None:
+    sink = sink_type(1 << 20)
+    finish = CHUNK.replace(b'"finish_reason":null', b'"finish_reason":"stop"') % 2
+    sink.feed([event_line(0) + event_line(1) + b"data: " + finish + b"\n\n"])
+    assert sink.end().content == "000000000100002"
+
+
+@pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="3.12+ runs the gc between bytecodes, never inside take()"
+)
+def test_a_finalizer_feeding_the_sink_inside_take_is_refused_not_a_crash() -> None:
+    sink = CSink(1 << 20)
+    sink.feed([b"".join(event_line(i) for i in range(200))])
+
+    class FeedsOnCollect:
+        def __del__(self) -> None:  # a comment line, big enough to move the buffer
+            sink.feed([b": " + b"x" * 100_000 + b"\n"])
+
+    gc.collect()
+    old = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        with pytest.raises(RuntimeError, match=r"Sink.feed\(\) was called while this Sink"):
+            for _ in range(50):
+                cycle = FeedsOnCollect()
+                cycle.me = cycle  # type: ignore[attr-defined]  # only the gc frees it
+                del cycle
+                while sink.take():
+                    pass
+    finally:
+        gc.set_threshold(*old)

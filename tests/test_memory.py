@@ -210,3 +210,45 @@ def test_a_long_chunk_is_not_kept(impl: types.SimpleNamespace) -> None:
     assert r["content"] == "done" and r["error"] is None
     assert int(r["peak"]) - int(r["before"]) > line  # the chunk was held, while it was parsed
     assert int(r["after"]) - int(r["before"]) < 8 * MiB, r
+
+
+MANY = textwrap.dedent(
+    r"""
+    import json, sys
+    if sys.argv[1] == "cython":
+        from llamafast._assemble_c import Assembler
+    else:
+        from llamafast.pure import Assembler
+
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    chunk = json.dumps(
+        {"id": "x", "choices": [{"delta": {"content": "hello " * 60}}], "timings": {"cache_n": 1}}
+    )
+    Assembler().push(chunk)  # what the first one sets up once per process is not counted
+    before = rss()
+    streams = []
+    for _ in range(2000):
+        asm = Assembler()
+        asm.push(chunk)
+        streams.append(asm)
+    print((rss() - before) / len(streams))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_many_streams_at_once_cost_a_few_kib_each(impl: types.SimpleNamespace) -> None:
+    """An agent runs dozens to thousands of streams: an Assembler that has parsed a chunk holds
+    its text and state, not a JSON parser of its own (the Cython twin's streams share one
+    simdjson parser; each used to keep about 16 KiB of parser buffers)."""
+    out = subprocess.run(
+        [sys.executable, "-c", MANY, impl.IMPLEMENTATION],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert float(out.stdout) < 8 * 1024, out.stdout

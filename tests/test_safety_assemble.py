@@ -190,6 +190,27 @@ def test_a_finalizer_pushing_during_push_is_refused(
     assert asm.finish() == want_completion
 
 
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_a_finalizer_pushing_into_another_assembler_during_push_disturbs_neither(
+    impl: types.SimpleNamespace, as_bytes: bool
+) -> None:
+    # The Cython twin parses with one simdjson parser shared by every Assembler: a push that
+    # starts while another's document is still being read must not parse into it.
+    payload: str | bytes = RICH.encode() if as_bytes else RICH
+    asm, other = impl.Assembler(), impl.Assembler()
+    with calling_back(other, INTRUDER) as log:
+        got = asm.push(payload)
+    skip_where_no_finalizer_can_run_inside(log, [1] if len(log) > 1 else [])
+    assert len(log) > 1 and all(entry[0] == "ok" for entry in log), log[:3]
+    assert got == undisturbed(impl, payload)[0][0]
+    asm.push(STOP)
+    assert asm.finish() == undisturbed(impl, payload, STOP)[2]
+    intruders = [INTRUDER] * len(log)
+    want_events, want_state, _ = undisturbed(impl, *intruders)
+    assert [entry[1] for entry in log] == want_events
+    assert state(other) == want_state
+
+
 def test_a_finalizer_finishing_during_push_is_refused(impl: types.SimpleNamespace) -> None:
     asm = impl.Assembler()
     asm.push(STOP)
@@ -334,23 +355,17 @@ def hammer(asm: Any, payloads: list[Any], rounds: int, log: list[Any], noise: bo
     stop.append(True)
 
 
-@pytest.mark.parametrize("noise", [False, True], ids=["quiet", "finalizers"])
-@pytest.mark.parametrize("loop", range(15))
-def test_threads_pushing_into_one_assembler(
-    impl: types.SimpleNamespace, loop: int, noise: bool
-) -> None:
-    """Four threads push into one Assembler: each push is whole or refused, never mixed, and
-    the Completion holds every accepted piece once."""
-    payloads = thread_payloads()
-    asm = impl.Assembler()
-    logs: list[list[Any]] = [[] for _ in range(4)]
+def hammer_in_threads(asms: list[Any], payloads: list[Any], noise: bool) -> list[list[Any]]:
+    """One thread per entry of `asms` runs `hammer` on it, all at once; their logs."""
+    logs: list[list[Any]] = [[] for _ in asms]
     old = sys.getswitchinterval(), gc.get_threshold()
     sys.setswitchinterval(1e-6)  # hand the GIL over as often as CPython can
     if noise:
         gc.set_threshold(1, 1, 1)
     try:
         threads = [
-            threading.Thread(target=hammer, args=(asm, payloads, 10, log, noise)) for log in logs
+            threading.Thread(target=hammer, args=(asm, payloads, 10, log, noise))
+            for asm, log in zip(asms, logs, strict=True)
         ]
         for t in threads:
             t.start()
@@ -360,6 +375,19 @@ def test_threads_pushing_into_one_assembler(
         sys.setswitchinterval(old[0])
         gc.set_threshold(*old[1])
         gc.collect()
+    return logs
+
+
+@pytest.mark.parametrize("noise", [False, True], ids=["quiet", "finalizers"])
+@pytest.mark.parametrize("loop", range(15))
+def test_threads_pushing_into_one_assembler(
+    impl: types.SimpleNamespace, loop: int, noise: bool
+) -> None:
+    """Four threads push into one Assembler: each push is whole or refused, never mixed, and
+    the Completion holds every accepted piece once."""
+    payloads = thread_payloads()
+    asm = impl.Assembler()
+    logs = hammer_in_threads([asm] * 4, payloads, noise)
     text: Counter[str] = Counter()
     for log in logs:
         for entry in log:
@@ -379,6 +407,28 @@ def test_threads_pushing_into_one_assembler(
     assert completion.reasoning_content == "r" * sum(
         1 for log in logs for e in log if e[0] == "ok" and Reasoning("r") in e[2]
     )
+
+
+@pytest.mark.parametrize("noise", [False, True], ids=["quiet", "finalizers"])
+@pytest.mark.parametrize("loop", range(5))
+def test_threads_pushing_into_their_own_assemblers(
+    impl: types.SimpleNamespace, loop: int, noise: bool
+) -> None:
+    """Four threads, one Assembler each, pushing at once (the GIL handed over inside pushes):
+    nothing is refused, and every push gives exactly its own events. The Cython twin's shared
+    parser is taken by one push at a time; the others parse with their own."""
+    payloads = thread_payloads()
+    logs = hammer_in_threads([impl.Assembler() for _ in range(4)], payloads, noise)
+    for log in logs:
+        assert len(log) == 10 * len(payloads)
+        for entry in log:
+            assert entry[0] != "refused", entry
+            if entry[0] == "error":
+                _, payload, cls, want = entry
+                assert isinstance(want, type) and issubclass(cls, want), (payload, cls)
+            else:
+                _, payload, got, want = entry
+                assert got == want, payload
 
 
 # --- objects made without __init__ -----------------------------------------------------------

@@ -9,7 +9,7 @@ ctypedef struct TextBuf:        # UTF-8 text pieces, concatenated (decoded once,
 
 
 cdef class Assembler:
-    cdef void* _parser          # simdjson::dom::parser*, owned (new/delete)
+    cdef void* _parser          # simdjson::dom::parser*, owned; only while the shared one was busy
     cdef char* _pad             # payload copy with SIMDJSON_PADDING readable bytes after it
     cdef size_t _pad_cap
     cdef object _id             # str | None

@@ -311,9 +311,7 @@ cdef class Assembler:
         self._finish_reason = None
         self._busy = False
         self._partials = {}
-        self._parser = lf_new_parser(MAX_DEPTH)
-        if self._parser == NULL:
-            raise MemoryError()
+        self._parser = NULL  # made only when the shared one is busy (see _push)
 
     def __init__(self):
         pass
@@ -414,28 +412,55 @@ cdef class Assembler:
 cdef Py_ssize_t RETAIN = 1 << 20
 
 
+# One simdjson parser serves every Assembler of the process: a parse runs with the GIL held
+# from start to end, so one at a time is the rule, and many streams read in turn (an event
+# loop's) keep one parser's buffers in the cache instead of one per stream. A push that starts
+# while the shared parser's document is still being read (a finalizer, or a thread that got
+# the GIL while one ran, calling another Assembler) takes that Assembler's own parser.
+cdef void* _shared_parser = NULL
+cdef bint _shared_busy = False
+
+
 cdef int _push(
     Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
 ) except -1:
-    if self._parser == NULL:  # shrunk after a huge payload: a normal one again
-        self._parser = lf_new_parser(MAX_DEPTH)
+    global _shared_parser, _shared_busy
+    cdef void* parser
+    cdef bint shared = not _shared_busy
+    if shared:
+        if _shared_parser == NULL:  # the first push, or shrunk after a huge payload
+            _shared_parser = lf_new_parser(MAX_DEPTH)
+            if _shared_parser == NULL:
+                raise MemoryError()
+        parser = _shared_parser
+    else:
         if self._parser == NULL:
-            raise MemoryError()
-    if n <= RETAIN:
-        return _parse_fold(self, data, n, src, padded, out)
+            self._parser = lf_new_parser(MAX_DEPTH)
+            if self._parser == NULL:
+                raise MemoryError()
+        parser = self._parser
+    _shared_busy = True
     try:
-        return _parse_fold(self, data, n, src, padded, out)
+        return _parse_fold(self, parser, data, n, src, padded, out)
     finally:  # the events hold copies: nothing points into the parser's document any more
-        lf_delete_parser(self._parser)
-        self._parser = NULL
-        if self._pad_cap > RETAIN:
-            free(self._pad)
-            self._pad = NULL
-            self._pad_cap = 0
+        if shared:
+            _shared_busy = False
+        if n > RETAIN:
+            if shared:
+                lf_delete_parser(_shared_parser)
+                _shared_parser = NULL
+            else:
+                lf_delete_parser(self._parser)
+                self._parser = NULL
+            if self._pad_cap > RETAIN:
+                free(self._pad)
+                self._pad = NULL
+                self._pad_cap = 0
 
 
 cdef int _parse_fold(
-    Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
+    Assembler self, void* parser, const char* data, Py_ssize_t n, object src, bint padded,
+    list out
 ) except -1:
     cdef Element root
     cdef int err
@@ -455,7 +480,7 @@ cdef int _parse_fold(
     if n >= 3 and memcmp(data, b"\xef\xbb\xbf", 3) == 0:
         # simdjson skips a leading byte order mark; the pure twin's json rejects it
         raise _parse_fault(data, n, src, -1)
-    err = lf_parse(self._parser, buf, <size_t>n, &root)
+    err = lf_parse(parser, buf, <size_t>n, &root)
     if err == DEPTH_ERROR:
         return _push_deep(self, buf, data, n, src, out)
     if err != 0:

@@ -12,10 +12,21 @@ Cython twin of `_http_py`."""
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from libc.string cimport memchr, memmove
 
-from ._assemble_c import Assembler
+from ._assemble_c cimport Assembler
+from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
+
+from ._assemble_c import PADDING
 from ._errors import TruncatedError
-from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head
-from ._sse_c import SseDecoder
+from ._http_py import BUFFER, HttpParseError, parse_head
+from ._sse_py import busy_error, uninitialised_error
+
+# The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
+# simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
+cdef bint _PADDED = SSE_PADDING >= PADDING
+# Reading pauses while more than this many bytes wait in a Sink for the consumer (the pure
+# twin counts BACKLOG items of about 500 bytes); it reads again once the consumer has taken
+# everything there is, so a long line still arriving is only slowed, never stopped.
+cdef Py_ssize_t BACKLOG_BYTES = 1 << 21
 
 cdef enum:
     HEAD = 0
@@ -209,27 +220,30 @@ cdef inline Py_ssize_t _find_nl(char* buf, Py_ssize_t pos, Py_ssize_t end) noexc
 
 
 cdef class Sink:
-    """The body's bytes to ChatEvents: `feed` runs the SSE decoder over the bytes as they
-    arrive, `take` the assembler over the items, in order (see the pure twin)."""
+    """The body's bytes to ChatEvents (see the pure twin), fused as ChatStream is: `feed` copies
+    the arrival's pieces into the SSE decoder's buffer, and `take` finds the next data lines
+    there and hands each payload to simdjson where it lies (no bytes object or str is made for
+    a payload). The decoder's buffer is the queue of lines not taken yet, so an error is found,
+    and raised, only when everything before it has been taken: as the pure twin's."""
 
-    cdef object _feed, _push, _close
-    cdef list _items
-    cdef Py_ssize_t _at
+    cdef SseDecoder _dec
+    cdef Assembler _asm
     cdef object _error
+    cdef bint _busy             # a feed, take or end is running: a second one is refused
     cdef public bint done
     cdef readonly object assembler
 
     def __cinit__(self):
-        self._items = []  # never None: take() and the backlog read it in C
+        # made without __init__: no decoder; feed latches, take raises, never a crash
+        self._error = None
+        self.done = False
 
     def __init__(self, max_line):
-        decoder = SseDecoder(max_line)
-        self.assembler = Assembler()
-        self._feed = decoder.feed
-        self._push = self.assembler.push
-        self._close = decoder.close
-        self._items = []
-        self._at = 0
+        if self._busy:
+            raise busy_error(self, "__init__")
+        self._dec = SseDecoder(max_line)
+        self._asm = Assembler()
+        self.assembler = self._asm
         self._error = None
         self.done = False
 
@@ -239,46 +253,64 @@ cdef class Sink:
     cdef int _feed_all(self, list pieces) except -1:
         if self._error is not None or self.done:
             return 0
-        feed = self._feed
+        if self._busy:  # a finalizer inside take(): the line it reads must not move
+            self._error = busy_error(self, "feed")
+            return 0
+        if self._dec is None:
+            self._error = uninitialised_error(self)
+            return 0
+        self._busy = True
         try:
             for piece in pieces:
-                got = feed(piece)
-                if got:
-                    self._items += got
-        except Exception as err:  # after the items before the fault
+                self._dec.append(piece)
+        except Exception as err:  # MemoryError, or a piece that is not bytes-like
             self._error = err
+        finally:
+            self._busy = False
         return 0
 
     @property
     def backlog(self):
-        return len(self._items) - self._at
+        """Bytes fed and not taken yet (the pure twin counts decoded items)."""
+        if self._dec is None or self._error is not None or self.done:
+            return 0
+        return self._dec.end - self._dec.start
+
+    cdef inline Py_ssize_t _backlog(self) noexcept:
+        if self._dec is None or self._error is not None or self.done:
+            return 0
+        return self._dec.end - self._dec.start
 
     def take(self):
         """The events of the next item fed so far that gives any; [] when there is none yet.
         Raises a latched error once nothing precedes it."""
-        cdef list items = self._items
-        cdef Py_ssize_t at = self._at, n = len(items)
-        if at < n:
-            push = self._push
+        cdef const char* data
+        cdef Py_ssize_t length
+        cdef int code
+        cdef list events
+        if self._busy:
+            raise busy_error(self, "take")
+        if self._error is None and not self.done:
+            if self._dec is None:
+                return []
+            self._busy = True
             try:
-                while at < n:
-                    item = items[at]
-                    at += 1
-                    if type(item) is not str:  # DONE: nothing after it is read
+                while True:
+                    code = self._dec.next_line(&data, &length)
+                    if code == SSE_ITEM:
+                        events = []  # a payload is all or nothing: a failed one gives none
+                        self._asm.push_into(data, length, None, _PADDED, events)
+                        if events:
+                            return events
+                    elif code == SSE_DONE:  # nothing after it is read
                         self.done = True
                         break
-                    events = push(item)
-                    if events:
-                        if at < n:
-                            self._at = at
-                        else:
-                            del items[:]
-                            self._at = 0
-                        return events
+                    else:
+                        break
             except Exception as err:
                 self._error = err
-            del items[:]
-            self._at = 0
+            finally:
+                self._busy = False
         if self._error is not None:
             raise self._error
         return []
@@ -286,9 +318,17 @@ cdef class Sink:
     def end(self):
         """The body ended (cleanly, or with DONE): the Completion, or the error that says why
         there is none."""
+        if self._busy:
+            raise busy_error(self, "end")
+        while self.take():  # lines fed and never taken still count
+            pass
         if not self.done:
-            self._close()
-        return self.assembler.finish()
+            self._busy = True
+            try:
+                self._dec.finish()
+            finally:
+                self._busy = False
+        return self._asm.finish()
 
 
 cdef class Receiver:
@@ -350,7 +390,7 @@ cdef class Receiver:
                 self.early += [bytes(p) for p in pieces]
             else:
                 sink._feed_all(pieces)
-                if len(sink._items) - sink._at > BACKLOG and self.transport is not None:
+                if sink._backlog() > BACKLOG_BYTES and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
         deliver = self.deliver

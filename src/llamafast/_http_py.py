@@ -196,6 +196,7 @@ class Sink:
     __slots__ = (
         "_at",
         "_close",
+        "_decoder",
         "_error",
         "_feed",
         "_items",
@@ -205,13 +206,13 @@ class Sink:
     )
 
     def __init__(self, max_line: int) -> None:
-        decoder = SseDecoder(max_line)
+        self._decoder = decoder = SseDecoder(max_line)
         self.assembler = Assembler()
         self._feed = decoder.feed
         self._push = self.assembler.push
         self._items: list[Any] = []
         self._at = 0
-        self._error: Exception | None = None
+        self._error: BaseException | None = None
         self.done = False
         self._close = decoder.close
 
@@ -221,17 +222,16 @@ class Sink:
         feed = self._feed
         items = self._items
         try:
-            if len(pieces) == 1:  # the common case: one arrival, one piece of body
-                got = feed(pieces[0])
-                if got:
-                    items += got
-                return
             for piece in pieces:
                 got = feed(piece)
                 if got:
                     items += got
         except Exception as err:  # after the items before the fault
             self._error = err
+            return
+        # A fault the decoder found is raised once the items before it are taken, without
+        # waiting for the next bytes (as Events raises it).
+        self._error = self._decoder._error
 
     @property
     def backlog(self) -> int:
@@ -249,8 +249,9 @@ class Sink:
                 while at < n:
                     item = items[at]
                     at += 1
-                    if type(item) is not str:  # DONE: nothing after it is read
-                        self.done = True
+                    if type(item) is not str:  # DONE: nothing after it is read,
+                        self.done = True  # not even a fault
+                        self._error = None
                         break
                     events = push(item)
                     if events:
@@ -271,6 +272,8 @@ class Sink:
     def end(self) -> Completion:
         """The body ended (cleanly, or with DONE): the Completion, or the error that says why
         there is none (a line cut: TruncatedError; no finish reason: StreamClosedEarlyError)."""
+        while self.take():  # items fed and never taken still count
+            pass
         if not self.done:
             self._close()
         return self.assembler.finish()
