@@ -17,16 +17,16 @@ from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
 
 from ._assemble_c import PADDING
 from ._errors import TruncatedError
-from ._http_py import BUFFER, HttpParseError, parse_head
+from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head
 from ._sse_py import busy_error, uninitialised_error
 
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
 cdef bint _PADDED = SSE_PADDING >= PADDING
-# Reading pauses while more than this many bytes wait in a Sink for the consumer (the pure
-# twin counts BACKLOG items of about 500 bytes); it reads again once the consumer has taken
-# everything there is, so a long line still arriving is only slowed, never stopped.
-cdef Py_ssize_t BACKLOG_BYTES = 1 << 21
+# Reading pauses while more than BACKLOG bytes wait in a Sink for the consumer; it reads again
+# once the consumer has taken everything there is, so a long line still arriving is only
+# slowed, never stopped.
+cdef Py_ssize_t BACKLOG_BYTES = BACKLOG
 
 cdef enum:
     HEAD = 0
@@ -271,7 +271,7 @@ cdef class Sink:
 
     @property
     def backlog(self):
-        """Bytes fed and not taken yet (the pure twin counts decoded items)."""
+        """Bytes fed and not taken yet (the decoder's buffer)."""
         if self._dec is None or self._error is not None or self.done:
             return 0
         return self._dec.end - self._dec.start

@@ -32,7 +32,7 @@ BUFFER = 1 << 16  # the read buffer; also the longest head and chunk-size line a
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
-BACKLOG = 4096  # items decoded ahead of a slow consumer before reading pauses
+BACKLOG = 1 << 21  # bytes of body a slow consumer has not taken before reading pauses
 
 
 class HttpParseError(ValueError):
@@ -198,6 +198,7 @@ class Sink:
         "_close",
         "_decoder",
         "_error",
+        "_fed",
         "_feed",
         "_items",
         "_push",
@@ -212,6 +213,7 @@ class Sink:
         self._push = self.assembler.push
         self._items: list[Any] = []
         self._at = 0
+        self._fed = 0  # bytes fed since the consumer last took everything there was
         self._error: BaseException | None = None
         self.done = False
         self._close = decoder.close
@@ -223,6 +225,7 @@ class Sink:
         items = self._items
         try:
             for piece in pieces:
+                self._fed += len(piece)
                 got = feed(piece)
                 if got:
                     items += got
@@ -235,7 +238,9 @@ class Sink:
 
     @property
     def backlog(self) -> int:
-        return len(self._items) - self._at
+        """Bytes fed since the consumer last took everything there was (about what the Cython
+        twin counts: the bytes in its decoder not taken yet)."""
+        return 0 if self._error is not None or self.done else self._fed
 
     def take(self) -> list[ChatEvent]:
         """The events of the next item fed so far that gives any; [] when there is none yet.
@@ -260,11 +265,13 @@ class Sink:
                         else:
                             items.clear()
                             self._at = 0
+                            self._fed = 0
                         return events
             except Exception as err:
                 self._error = err
             items.clear()
             self._at = 0
+        self._fed = 0
         if self._error is not None:
             raise self._error
         return []
@@ -284,7 +291,7 @@ class Receiver:
     out the parser's buffer, `buffer_updated` parses what came and, once a Sink is attached,
     decodes it at once (before that the body's bytes are kept in `early`), then wakes the task
     waiting on `waiter`. A parse error is latched in `error` and aborts the transport; reading
-    pauses while more than BACKLOG items wait for the consumer. The owner sets `transport`,
+    pauses while more than BACKLOG bytes wait for the consumer. The owner sets `transport`,
     `sink`, `waiter`, `watched` (then every arrival's time goes to `last`), and `deliver`: a
     function called after each arrival instead of waking the task (it wakes the task when it
     must, and never raises)."""
