@@ -256,6 +256,8 @@ def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
         parser.filled(3)
     sink = CSink.__new__(CSink)
     assert sink.take() == [] and sink.backlog == 0
+    with pytest.raises(RuntimeError, match="never initialised"):
+        sink.end()
     sink.feed([b"data: x\n\n"])
     with pytest.raises(RuntimeError, match="never initialised"):  # latched, as a decoder's
         sink.take()

@@ -322,6 +322,8 @@ cdef class Sink:
             raise busy_error(self, "end")
         while self.take():  # lines fed and never taken still count
             pass
+        if self._dec is None:
+            raise uninitialised_error(self)
         if not self.done:
             self._busy = True
             try:
