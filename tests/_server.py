@@ -34,7 +34,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -667,6 +667,18 @@ class SyncDriver:
         return outs
 
 
+async def timed_outcome(body: Callable[[Outcome], Awaitable[None]]) -> Outcome:
+    """What `body` records in a new Outcome, its error caught, and how long it took."""
+    out = Outcome([])
+    t0 = time.monotonic()
+    try:
+        await body(out)
+    except Exception as err:
+        out.error = err
+    out.elapsed = time.monotonic() - t0
+    return out
+
+
 class AsyncDriver:
     kind = "async"
 
@@ -681,9 +693,7 @@ class AsyncDriver:
     async def run_on(
         client: AsyncClient, req: ChatRequest, stop_after: int | None = None
     ) -> Outcome:
-        out = Outcome([])
-        t0 = time.monotonic()
-        try:
+        async def body(out: Outcome) -> None:
             async with client.stream(req) as stream:
                 out.stream = stream
                 async for event in stream:
@@ -692,10 +702,8 @@ class AsyncDriver:
                         break
                 else:
                     out.completion = stream.completion
-        except Exception as err:
-            out.error = err
-        out.elapsed = time.monotonic() - t0
-        return out
+
+        return await timed_outcome(body)
 
     def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
         async def main() -> list[Outcome]:
@@ -720,22 +728,18 @@ class CompleteDriver(AsyncDriver):
     async def run_on(
         client: AsyncClient, req: ChatRequest, stop_after: int | None = None
     ) -> Outcome:
-        out = Outcome([])
-        t0 = time.monotonic()
+        async def body(out: Outcome) -> None:
+            def on_event(event: ChatEvent) -> None:
+                out.events.append(event)
+                if stop_after is not None and len(out.events) >= stop_after:
+                    raise _Enough
 
-        def on_event(event: ChatEvent) -> None:
-            out.events.append(event)
-            if stop_after is not None and len(out.events) >= stop_after:
-                raise _Enough
+            try:
+                out.completion = await client.complete(req, on_event)
+            except _Enough:
+                pass
 
-        try:
-            out.completion = await client.complete(req, on_event)
-        except _Enough:
-            pass
-        except Exception as err:
-            out.error = err
-        out.elapsed = time.monotonic() - t0
-        return out
+        return await timed_outcome(body)
 
 
 Driver = SyncDriver | AsyncDriver

@@ -362,10 +362,7 @@ class AsyncClientStream(StreamState):
                         continue
                     if not handout.running or conn.eof or conn.stalled or conn.error:
                         break
-                    if conn.paused:  # a backlog grew while an awaitable was pending
-                        conn.resume()
-                    waiter = conn.waiter = conn.loop.create_future()
-                    await waiter
+                    await conn.wait()  # reads again if a backlog grew meanwhile
             finally:
                 conn.deliver = None
             if handout.fault is not None:

@@ -424,34 +424,22 @@ cdef bint _shared_busy = False
 cdef int _push(
     Assembler self, const char* data, Py_ssize_t n, object src, bint padded, list out
 ) except -1:
-    global _shared_parser, _shared_busy
-    cdef void* parser
+    global _shared_busy
     cdef bint shared = not _shared_busy
-    if shared:
-        if _shared_parser == NULL:  # the first push, or shrunk after a huge payload
-            _shared_parser = lf_new_parser(MAX_DEPTH)
-            if _shared_parser == NULL:
-                raise MemoryError()
-        parser = _shared_parser
-    else:
-        if self._parser == NULL:
-            self._parser = lf_new_parser(MAX_DEPTH)
-            if self._parser == NULL:
-                raise MemoryError()
-        parser = self._parser
+    cdef void** slot = &_shared_parser if shared else &self._parser
+    if slot[0] == NULL:  # the first push, or shrunk after a huge payload
+        slot[0] = lf_new_parser(MAX_DEPTH)
+        if slot[0] == NULL:
+            raise MemoryError()
     _shared_busy = True
     try:
-        return _parse_fold(self, parser, data, n, src, padded, out)
+        return _parse_fold(self, slot[0], data, n, src, padded, out)
     finally:  # the events hold copies: nothing points into the parser's document any more
         if shared:
             _shared_busy = False
         if n > RETAIN:
-            if shared:
-                lf_delete_parser(_shared_parser)
-                _shared_parser = NULL
-            else:
-                lf_delete_parser(self._parser)
-                self._parser = NULL
+            lf_delete_parser(slot[0])
+            slot[0] = NULL
             if self._pad_cap > RETAIN:
                 free(self._pad)
                 self._pad = NULL

@@ -272,9 +272,7 @@ cdef class Sink:
     @property
     def backlog(self):
         """Bytes fed and not taken yet (the decoder's buffer)."""
-        if self._dec is None or self._error is not None or self.done:
-            return 0
-        return self._dec.end - self._dec.start
+        return self._backlog()
 
     cdef inline Py_ssize_t _backlog(self) noexcept:
         if self._dec is None or self._error is not None or self.done:
