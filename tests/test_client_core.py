@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -28,20 +29,26 @@ from llamafast import (
     WaitTimeoutError,
 )
 from llamafast._client_core import (
-    AwaitHead,
-    CloseResponse,
+    Close,
+    Connect,
     Core,
     Emit,
-    Fetch,
-    Head,
-    NotHttp,
-    Open,
-    ReadBody,
+    Receive,
     RequestCore,
     Sleep,
     WaitTurn,
     read_slots,
 )
+from llamafast._http_py import Receiver, ResponseParser
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """The head of a scripted answer."""
+
+    status: int
+    content_type: str
+
 
 SSE = Head(200, "text/event-stream")
 LOADING = (503, '{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}')
@@ -55,10 +62,38 @@ def slots(*busy: bool) -> tuple[int, str]:
     return 200, f"[{body}]"
 
 
+def http(status: int, content_type: str, text: str) -> bytes:
+    body = text.encode()
+    head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n"
+    if content_type.startswith("text/event-stream"):
+        return head.encode() + b"\r\n" + body  # a stream: until close
+    return head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+class FakeConn(Receiver):
+    """A connection whose answer (`data`) arrives whole at the clock's `at`."""
+
+    def __init__(self, data: bytes, at: float) -> None:
+        super().__init__(None, ResponseParser())
+        self.eof = self.stalled = False
+        self.data, self.at = data, at
+        self.closed = False
+
+    def arrive(self) -> None:
+        data, self.data = self.data, b""
+        while data:
+            buf = self.get_buffer(-1)
+            n = min(len(buf), len(data))
+            buf[:n] = data[:n]
+            self.buffer_updated(n)
+            data = data[n:]
+        self.eof = True
+
+
 class Fake:
-    """A server and a clock for the core. `answers[path]`: a list of (status, text) or an
-    exception, consumed in order (the last one repeats); `chat`: per POST, (seconds until the
-    head, Head or exception, error body)."""
+    """A server and a clock for the core, speaking bytes. `answers[path]`: a list of
+    (status, text) or an exception, consumed in order (the last one repeats); `chat`: per POST,
+    (seconds until the answer, a Head, raw bytes or an exception, error body)."""
 
     def __init__(self, **limits: Any) -> None:
         base: dict[str, Any] = {"retry_base_ms": 100, "retry_max_ms": 1000}
@@ -69,9 +104,6 @@ class Fake:
         self.answers["/slots"] = [slots(False, False)]
         self.chat: list[tuple[float, Any, str]] = []
         self.log: list[str] = []
-        self.head_at = 0.0
-        self.head: Any = None
-        self.body = ""
 
     def answer(self, path: str) -> tuple[int, str]:
         queue = self.answers[path]
@@ -81,9 +113,27 @@ class Fake:
         return got  # type: ignore[no-any-return]
 
     def carry(self, cmd: Any) -> Any:
-        if isinstance(cmd, Fetch):
-            self.log.append(f"{cmd.method} {cmd.path}")
-            return self.answer(cmd.path)
+        if isinstance(cmd, Connect):
+            line = cmd.request.split(b"\r\n", 1)[0].decode()
+            method, path, _ = line.split(" ")
+            short = path.removeprefix("/pre")
+            self.log.append(f"{method} {short if short != '/v1/chat/completions' else path}")
+            if short != "/v1/chat/completions":
+                status, text = self.answer(short)
+                return FakeConn(http(status, "application/json", text), self.now)
+            after, head, body = self.chat.pop(0) if len(self.chat) > 1 else self.chat[0]
+            if isinstance(head, BaseException):
+                raise head
+            raw = head if isinstance(head, bytes) else http(head.status, head.content_type, body)
+            return FakeConn(raw, self.now + after)
+        if isinstance(cmd, Receive):
+            conn = cmd.conn
+            if conn.data and conn.at <= cmd.until:
+                self.now = max(self.now, conn.at)
+                conn.arrive()
+            else:
+                self.now = max(self.now, cmd.until)
+            return None
         if isinstance(cmd, Sleep):
             self.log.append(f"sleep {cmd.until - self.now:.3f}")
             self.now = max(self.now, cmd.until)
@@ -92,27 +142,10 @@ class Fake:
             self.log.append("wait turn")
             self.now = max(self.now, cmd.until)
             return None
-        if isinstance(cmd, Open):
-            self.log.append(f"POST {cmd.path}")
-            after, head, self.body = self.chat.pop(0) if len(self.chat) > 1 else self.chat[0]
-            if isinstance(head, BaseException):
-                raise head
-            self.head_at, self.head = self.now + after, head
-            return self.await_head(cmd.until)
-        if isinstance(cmd, AwaitHead):
-            return self.await_head(cmd.until)
-        if isinstance(cmd, ReadBody):
-            return self.body
-        if isinstance(cmd, CloseResponse):
+        if isinstance(cmd, Close):
+            cmd.conn.closed = True
             return None
         raise AssertionError(cmd)
-
-    def await_head(self, until: float) -> Head | None:
-        if self.head_at <= until:
-            self.now = max(self.now, self.head_at)
-            return self.head  # type: ignore[no-any-return]
-        self.now = until
-        return None
 
     def drive(self, gen: Any, events: list[Any]) -> Any:
         send: Any = None
@@ -128,7 +161,7 @@ class Fake:
                 continue
             try:
                 send = self.carry(cmd)
-            except (OSError, NotHttp) as err:
+            except OSError as err:
                 throw = err
 
     def request(self, slot: int | None = 0) -> RequestCore:
@@ -166,7 +199,7 @@ def test_requests_on_one_slot_queue_in_order_and_say_how_many_are_ahead() -> Non
     assert gen.send(None) == Emit(Queued(1))
     assert isinstance(gen.send(None), WaitTurn)
     a.leave()
-    assert isinstance(gen.send(None), Fetch)  # at the head: the slot count, then the chat
+    assert isinstance(gen.send(None), Connect)  # at the head: the slot count, then the chat
     assert fake.drive(other.phases(), events) is True and events == []
 
 
@@ -264,11 +297,11 @@ def test_busy_slot_first_byte_bounded_by_wait_timeout() -> None:
     assert fake.log == ["GET /slots", "POST /pre/v1/chat/completions"]
 
 
-def test_free_slot_first_byte_gets_at_least_stall_timeout() -> None:
+def test_the_first_byte_comes_within_wait_timeout_however_long_stall_timeout_is() -> None:
     fake = Fake(wait_timeout=2.0, stall_timeout=5.0)
     fake.chat = [(100.0, SSE, "")]
     _events, err = fake.run(0)
-    assert isinstance(err, WaitTimeoutError) and fake.now == 5.0
+    assert isinstance(err, WaitTimeoutError) and fake.now == 2.0 and "2 s" in str(err)
 
 
 def test_without_waiting_a_busy_slot_is_busy_error_before_sending() -> None:
@@ -370,15 +403,26 @@ def test_other_503_is_retried_then_http_error_and_400_is_not() -> None:
     assert isinstance(err, HttpError) and err.status == 400 and events == []
 
 
-def test_not_http_is_protocol_error_naming_the_path() -> None:
+def test_not_http_is_protocol_error_naming_the_path_and_is_not_sent_again() -> None:
     fake = Fake()
     fake.core.slot_count = 2
-    fake.chat = [(0.0, NotHttp("BadStatusLine('x')"), "")]
-    err = fake.run(0)[1]
-    assert str(err) == "the answer to POST /pre/v1/chat/completions is not HTTP: BadStatusLine('x')"
-    fake.core.slot_count = None
-    fake.answers["/slots"] = [NotHttp("junk")]
-    assert str(fake.run(0)[1]) == "the answer to GET /slots is not HTTP: junk"
+    fake.chat = [(0.0, b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "")]
+    events, err = fake.run(0)
+    assert isinstance(err, ProtocolError) and events == []
+    assert str(err).startswith("the answer to POST /pre/v1/chat/completions is not HTTP/1.1: ")
+    assert "SSH-2.0" in str(err)
+    assert fake.log == ["POST /pre/v1/chat/completions"]
+
+
+@pytest.mark.parametrize("raw", [b"HTTP/1.1 200 OK\r\nContent-Ty", b"HTTP/1.1 200 OK\n\n"])
+def test_an_answer_cut_or_misframed_in_its_head_is_never_sent_again(raw: bytes) -> None:
+    # Bytes of an answer came: the server may have acted on the request.
+    fake = Fake(retries=3)
+    fake.core.slot_count = 2
+    fake.chat = [(0.0, raw, "")]
+    events, err = fake.run(0)
+    assert isinstance(err, ProtocolError) and "is not HTTP/1.1" in str(err) and events == []
+    assert fake.log == ["POST /pre/v1/chat/completions"]
 
 
 def test_200_that_is_not_an_event_stream_is_protocol_error() -> None:

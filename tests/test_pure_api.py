@@ -35,6 +35,7 @@ TWINS = {
     "iter_events": "llamafast._sse_py",
 }
 OWN = {"IMPLEMENTATION", "pure"}  # differ by design: which twin runs, and the module itself
+CLIENTS = {"Client", "AsyncClient"}  # pure's are the top level's run on the pure twins
 
 
 def test_pure_has_every_public_name_of_the_package() -> None:
@@ -50,8 +51,8 @@ def test_the_client_streams_are_exported() -> None:
 
 
 def test_shared_names_are_the_same_objects() -> None:
-    shared = set(llamafast.__all__) - set(TWINS) - OWN
-    assert {"DONE", "Done", "Config", "build_body", "Client", "LlamafastError"} <= shared
+    shared = set(llamafast.__all__) - set(TWINS) - OWN - CLIENTS
+    assert {"DONE", "Done", "Config", "build_body", "ClientStream", "LlamafastError"} <= shared
     for name in sorted(shared):
         assert getattr(llamafast.pure, name) is getattr(llamafast, name), name
 
@@ -63,6 +64,19 @@ def test_the_twins_of_pure_are_the_pure_ones() -> None:
         assert obj is getattr(importlib.import_module(module), name), name
     assert llamafast.pure.IMPLEMENTATION == "python"
     assert llamafast.pure.pure is llamafast.pure
+
+
+def test_the_clients_of_pure_run_on_the_pure_twins_only() -> None:
+    from llamafast import _http_py
+
+    for name in CLIENTS:
+        pure, top = getattr(llamafast.pure, name), getattr(llamafast, name)
+        assert issubclass(pure, top) and pure.__module__ == "llamafast.pure", name
+        engine = pure._engine
+        assert engine.IMPLEMENTATION == "python" and engine.Sink is _http_py.Sink, name
+        for conn in (engine.SyncConnection, engine.AsyncConnection):
+            assert issubclass(conn, _http_py.Receiver), name
+        assert top._engine.IMPLEMENTATION == llamafast.IMPLEMENTATION, name
 
 
 def test_pure_is_a_drop_in_for_the_package() -> None:

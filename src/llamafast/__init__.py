@@ -36,4 +36,8 @@ else:
     from ._sse_c import aiter_events as aiter_events
     from ._sse_c import iter_events as iter_events
 
+# The clients: the top level's read with the selected twins (llamafast.pure's with the pure ones).
+from ._aclient import AsyncClient as AsyncClient
+from ._client import Client as Client
+
 __version__ = "0.1.0"

@@ -1,77 +1,86 @@
-# Strategy: a thin asyncio driver of the sans-I/O core (_client_core): one async generator per
-# request carries out the core's commands over a BufferedProtocol of its own (_transport: the
-# body is parsed in the arrival callback, one wake-up of the task per arrival, one stall timer
-# per stream) and yields the ChatEvents; a request waiting in its slot's line sleeps on a
-# future of its own, woken when a request ahead of it leaves.
+# Strategy: a thin driver of the sans-I/O core (_client_core): a stream carries out the core's
+# commands (connect and send, wait for bytes, sleep, wait for a turn) and hands out the events the
+# core reads from the connection. Every rule is the core's. This file is the one source of both
+# drivers: _client.py is generated from it by tools/unasync.py (`await` dropped, the asyncio
+# primitives swapped for blocking ones), and a test fails when that copy is stale. The stream
+# holds no generator of its own and nothing refers back to it, so a stream dropped without
+# close() is freed at once and its finalizer gives back the slot and the connection.
 """The asyncio client: `AsyncClient(cfg).stream(req)` and `await .complete(req)`.
 
-The same rules, events and errors as `Client` (see `RequestCore`); only the waiting is `await`,
+Both clients follow the same rules, give the same events and raise the same errors (see
+`RequestCore`); only the waiting is `await`,
 and cancelling the task closes the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import inspect
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, ClassVar
 
+from . import _transport
 from ._body import build_body
 from ._client_core import (
-    AwaitHead,
-    CloseResponse,
+    Close,
+    Connect,
     Core,
     Emit,
-    Fetch,
-    Head,
-    NotHttp,
-    Open,
     Phase,
-    ReadBody,
+    Receive,
     RequestCore,
     Sleep,
     StreamState,
-    Ticket,
     WaitTurn,
 )
 from ._config import Config
-from ._errors import SseError, SseIoError, SseTimeoutError, StreamClosedEarlyError
-from ._transport import AsyncConnection, HttpParseError, Sink, request_bytes
+from ._deliver import async_deliver
+from ._errors import StreamClosedEarlyError
+from ._transport import SELECTED, Engine, async_sleep_until
 from ._values import ChatEvent, ChatRequest, Completion
-
-if TYPE_CHECKING:
-    from ._assemble_py import Assembler
 
 __all__ = ["AsyncClient", "AsyncClientStream"]
 
-_CHAT_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-
 
 class AsyncClient:
-    """The asyncio twin of `Client` (same rules, events and errors; see `Client`).
+    """A llama-server client for asyncio: standard library only (uvloop works too).
 
-    Standard library only (asyncio; uvloop works too). One connection per request, so there is
-    nothing to close; `aclose()` and `async with AsyncClient(cfg) as client` are kept for code
-    that closes its clients. Use one client from one event loop at a time.
+    `stream(req)` gives a stream to iterate for ChatEvents (then `.completion`);
+    `complete(req, on_event=None)` does that loop for you. One connection per request. The
+    rules (the per-slot order, waiting for a slot or a model load, retries, the thinking
+    budget, the deadline of each request) and which error ends a request are those of
+    `RequestCore` (docs/client.md). Once the stream has started nothing is retried, and the
+    reader's errors map to:
+
+    =========================================  ====================================
+    `SseTimeoutError` (no byte for             `StalledError`
+    `stall_timeout`; `:` pings count)
+    `TruncatedError` (body cut inside a line,  `StreamClosedEarlyError` (the reader's
+    or the chunked encoding cut)               error is `__cause__`)
+    `SseIoError` (connection reset, ...)       `StreamClosedEarlyError` (ditto)
+    `LineTooLongError`, `NotUtf8Error`         `ProtocolError` (ditto)
+    an `{"error": ...}` payload                `HttpError` with the server's code
+    no finish reason before the end            `StreamClosedEarlyError`
+    =========================================  ====================================
     """
+
+    _engine: ClassVar[Engine] = SELECTED
 
     def __init__(self, cfg: Config) -> None:
         if not isinstance(cfg, Config):
-            raise TypeError(f"AsyncClient needs a Config, not {type(cfg).__name__}")
+            raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
-        self._core = Core(cfg)
+        self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
+        self._turns = _transport.AsyncTurns()
 
     @property
     def config(self) -> Config:
         return self._cfg
 
     def stream(self, req: ChatRequest) -> AsyncClientStream:
-        """The answer to `req`: `async with client.stream(req) as s: async for ev in s: ...`.
-        The body is built now, so a bad request raises ValueError/TypeError here."""
+        """The answer to `req` as a stream to iterate (`with` / `async with`); the body is
+        built now, so a bad request raises ValueError/TypeError here, before anything is sent."""
         return AsyncClientStream(self, req, build_body(self._cfg, req))
 
     async def complete(
@@ -79,17 +88,13 @@ class AsyncClient:
         req: ChatRequest,
         on_event: Callable[[ChatEvent], Awaitable[object] | object] | None = None,
     ) -> Completion:
-        """Stream `req` to its end, handing each event to `on_event` (awaited if it returns an
-        awaitable); the Completion.
+        """Stream `req` to its end, handing each event to `on_event`; the Completion.
 
-        Cheaper than `async for` over `stream(req)` when `on_event` is a plain function (or
-        None): once the body streams, its events are handed to `on_event` from the event
-        loop's arrival callback, as the bytes arrive, without waking this task for each one
-        (so not inside this task: `asyncio.current_task()` is None there; context variables
-        are the caller's). An awaitable it returns is awaited before anything more is handed
-        out; a coroutine function, or a thinking budget, takes the ordinary path."""
+        The asyncio client awaits what `on_event` returns when it is awaitable, and when it is
+        a plain function (or None) hands it the body's events from the event loop's arrival
+        callback, without waking this task for each one (docs/client.md, rule HANDOUT)."""
         async with self.stream(req) as stream:
-            return await stream._complete(on_event)
+            return await async_deliver(stream, on_event)
 
     async def aclose(self) -> None:
         """Nothing to release: every request has its own connection, closed when it ends."""
@@ -101,143 +106,29 @@ class AsyncClient:
         await self.aclose()
 
     def __repr__(self) -> str:
-        return f"AsyncClient({self._target.url!r})"
-
-    # --- what the driver carries out for the core ---------------------------------------------
-
-    def _request(self, method: str, path: str, body: bytes | None, extra: dict[str, str]) -> bytes:
-        headers = dict(extra)
-        headers.update(self._core.headers)
-        return request_bytes(method, self._target, path, body, headers)
-
-    async def _fetch(self, cmd: Fetch) -> tuple[int, str]:
-        """A small request on its own connection, its body read whole up to `cmd.limit`."""
-        wait = self._cfg.limits.connect_timeout  # to connect, for the head, for each piece
-        conn = await AsyncConnection.open(self._target, wait)
-        try:
-            extra = {"Content-Type": "application/json"} if cmd.body is not None else {}
-            conn.send(self._request(cmd.method, self._target.path(cmd.path), cmd.body, extra))
-            if not await conn.read_head(conn.loop.time() + wait):
-                raise TimeoutError(f"no answer to {cmd.method} {cmd.path} within {wait:g} s")
-            body = await conn.read_whole(cmd.limit, wait)
-            return conn.parser.status, body.decode("utf-8", "replace")
-        except HttpParseError as err:
-            raise NotHttp(str(err)) from err
-        finally:
-            conn.close()
-
-    async def _wait_turn(self, cmd: WaitTurn) -> None:
-        ticket = cmd.ticket
-        if ticket.moves != cmd.seen:
-            return
-        waker = ticket.waker = asyncio.get_running_loop().create_future()
-        try:
-            async with asyncio.timeout_at(_loop_time(cmd.until)):
-                await waker
-        except TimeoutError:
-            pass
-        finally:
-            ticket.waker = None
-
-
-class _Handout:
-    """`AsyncClient.complete`'s delivery from the arrival callback: each item's events go to
-    `on_event` as soon as they are decoded. It stops (`running` false, the task woken) at the
-    body's end or failure (left latched in the Sink or on the connection, for the task to
-    raise as iteration does) and when `on_event` raises (`fault`); it pauses when `on_event`
-    returns an awaitable (`pending`; the task awaits it, then calls this again)."""
-
-    __slots__ = ("conn", "context", "fault", "on_event", "pending", "rest", "running", "sink")
-
-    def __init__(
-        self,
-        conn: AsyncConnection,
-        sink: Sink,
-        on_event: Callable[[ChatEvent], Awaitable[object] | object] | None,
-    ) -> None:
-        self.conn = conn
-        self.sink = sink
-        self.on_event = on_event
-        self.context = contextvars.copy_context()  # the caller's context variables
-        self.running = True
-        self.pending: Awaitable[object] | None = None
-        self.fault: BaseException | None = None
-        self.rest: list[ChatEvent] = []  # an item's events not handed out yet, reversed
-
-    def __call__(self) -> None:
-        conn, sink, on_event = self.conn, self.sink, self.on_event
-        while True:
-            rest = self.rest
-            if rest:
-                event = rest.pop()
-            else:
-                try:
-                    events = sink.take()
-                except Exception:  # latched in the Sink: the task raises it
-                    self._stop()
-                    return
-                if not events:
-                    break
-                if on_event is None:
-                    continue
-                if len(events) == 1:
-                    event = events[0]
-                else:
-                    events.reverse()
-                    event = events.pop()
-                    self.rest = events
-            assert on_event is not None
-            try:
-                result = self.context.run(on_event, event)
-            except Exception as err:
-                self.fault = err
-                self._stop()
-                return
-            if result is not None and inspect.isawaitable(result):
-                self.pending = result
-                conn.deliver = None  # until the task has awaited it
-                conn._wake()
-                return
-        if sink.done or conn.parser.done:
-            self._stop()
-
-    def _stop(self) -> None:
-        self.running = False
-        self.conn.deliver = None
-        self.conn._wake()
-
-
-def _loop_time(monotonic_at: float) -> float:
-    """A time.monotonic() instant on the running loop's clock."""
-    return asyncio.get_running_loop().time() + (monotonic_at - time.monotonic())
-
-
-def _wake(moved: list[Ticket]) -> None:
-    for ticket in moved:
-        waker = ticket.waker
-        if waker is not None and not waker.done():
-            waker.set_result(None)
+        return f"{type(self).__name__}({self._target.url!r})"
 
 
 class AsyncClientStream(StreamState):
-    """One request's events: `async with` and `async for` (from `AsyncClient.stream`).
-
-    Then `.completion`; `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
-    stream. Leaving the block, `aclose()`, or cancelling the task closes the connection at once.
-    """
+    """One request's events (from `AsyncClient.stream`): enter it, iterate it, then read
+    `.completion`. `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
+    stream as it arrives. Leaving the block, `aclose()`, dropping the stream, or cancelling
+    the task closes the connection at once (the server then frees the slot)."""
 
     def __init__(self, client: AsyncClient, req: ChatRequest, body: str) -> None:
-        self._client = client
+        self._closed = True  # until __init__ is through: the finalizer has nothing to do
+        self._engine = client._engine
+        self._turns = client._turns
         self._core = RequestCore(client._core, req, body.encode("utf-8"))
-        self._entered = False
-        self._gen: AsyncGenerator[ChatEvent, None] = self._run()
-        self._chat: Assembler | None = None
-        self._conn: AsyncConnection | None = None
-        self._sink: Sink | None = None
+        self._phase: Phase[bool] | None = None  # the core's phases, once entered
+        self._conns: list[Any] = []  # every connection this request has open
+        self._conn: Any = None  # the chat's, once the stream has begun
+        self._chat: Any = None
         self._batch: list[ChatEvent] = []  # the rest of an item's events, reversed
         self._watch = self._core.watch_budget
         self._completion: Completion | None = None
         self._error: BaseException | None = None
+        self._entered = False
         self._closed = False
 
     async def __aenter__(self) -> AsyncClientStream:
@@ -264,58 +155,25 @@ class AsyncClientStream(StreamState):
         if self._closed:
             raise StopAsyncIteration
         try:
-            if self._sink is None:  # before the first byte: the core's phases
-                self._enter()
-                try:
-                    return await self._gen.__anext__()
-                except StopAsyncIteration:
-                    if not self._began or self._closed:
-                        raise
-                self._start_stream()
-            # The stream: one item's events at a time, with no generator or coroutine in
-            # between; the task sleeps only when the sink has nothing, one wake-up per arrival.
-            sink, conn = self._sink, self._conn
-            if conn is None or sink is None:
-                raise ConnectionResetError("the connection was closed")
-            try:
-                while True:
-                    events = sink.take()
-                    if events:
-                        if self._watch:
-                            events += await self._budget()
-                        break
-                    if sink.done or conn.parser.done:
-                        self._end(sink)
-                    if conn.stalled:
-                        raise SseTimeoutError()
-                    error = conn.error
-                    if error is not None:
-                        if isinstance(error, OSError):
-                            raise SseIoError(error) from error
-                        raise error
-                    if conn.eof:
-                        conn.parser.eof()
-                        self._end(sink)
-                    if conn.paused:
-                        conn.resume()
-                    waiter = conn.waiter = conn.loop.create_future()
-                    await waiter
-            except (SseError, ValueError) as err:
-                raise self._core.stream_error(err) from err
+            if self._conn is None:  # before the first byte: the core's phases
+                event = await self._before_stream()
+                if event is not None:
+                    return event
+            events = await self._next_events()
         except StopAsyncIteration:
             self._closed = True
             self._release()
             raise
         except Exception as err:
             self._release()
-            if self._closed:  # closed by another task: the failed read is that close
+            if self._closed:  # closed from elsewhere: the failed read is that close
                 raise StopAsyncIteration from None
             self._error = err
             raise
         except asyncio.CancelledError:
             # Cancelling closes the connection; the stream does not pass for a finished one.
             self._release()
-            self._error = StreamClosedEarlyError("the task reading it was cancelled")
+            self._error = StreamClosedEarlyError("the read was cancelled")
             raise
         if len(events) == 1:
             return events[0]
@@ -323,177 +181,128 @@ class AsyncClientStream(StreamState):
         self._batch = events
         return events.pop()
 
-    async def _complete(
-        self, on_event: Callable[[ChatEvent], Awaitable[object] | object] | None
-    ) -> Completion:
-        """`AsyncClient.complete`: the events to `on_event`, then the Completion. Once the body
-        streams, a plain function gets the events from the arrival callback (a `_Handout`);
-        this task wakes only when that must stop or pause, and the ordinary iteration then
-        gives the end or the failure exactly as `async for` would."""
-
-        async def hand(event: ChatEvent) -> None:
-            if on_event is not None:
-                result = on_event(event)
-                if inspect.isawaitable(result):
-                    await result
-
-        fast = not self._watch and not inspect.iscoroutinefunction(on_event)
-        async for event in self:
-            await hand(event)
-            if fast and self._sink is not None:
-                break  # the body has begun: what comes next is handed out as it arrives
-        else:
-            return self.completion
-        while self._batch:  # the rest of the item that gave the first event
-            await hand(self._batch.pop())
-        conn, sink = self._conn, self._sink
-        if conn is not None and sink is not None:
-            handout = _Handout(conn, sink, on_event)
-            conn.deliver = handout
-            try:
-                handout()  # what came with the first event
-                while True:
-                    pending = handout.pending
-                    if pending is not None:  # delivery waits for it, whatever came meanwhile
-                        handout.pending = None
-                        await pending
-                        conn.deliver = handout
-                        handout()
-                        continue
-                    if not handout.running or conn.eof or conn.stalled or conn.error:
-                        break
-                    await conn.wait()  # reads again if a backlog grew meanwhile
-            finally:
-                conn.deliver = None
-            if handout.fault is not None:
-                raise handout.fault
-            self._batch = handout.rest
-        async for event in self:  # the end, or the failure, as iteration gives them
-            await hand(event)
-        return self.completion
-
     async def aclose(self) -> None:
-        """Close the connection now and give up the slot; iteration stops. Idempotent."""
+        """Close the connection now and give up the slot; iteration stops. Idempotent; the
+        sync client's may be called from another thread to end a read that is blocked."""
         self._closed = True
         self._core.closed = True
         self._release()
-        try:
-            await self._gen.aclose()
-        except RuntimeError:  # being iterated by another task: the closed connection ends it
-            pass
 
-    # --- the driver -----------------------------------------------------------------------
+    def __del__(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    # --- the driver ---------------------------------------------------------------------------
 
     def _enter(self) -> None:
-        if not self._entered and not self._closed:  # join now, before any await: in order
+        # Joining the slot's line when the stream is entered (or first iterated) keeps the
+        # order of `with client.stream(...)` across threads and tasks.
+        if not self._entered and not self._closed:
             self._entered = True
             self._core.enter()
 
     def _release(self) -> None:
-        """Close the connection and leave the slot's line (idempotent)."""
-        self._close_response()
-        _wake(self._core.leave())
+        """Close every connection and leave the slot's line (idempotent)."""
+        conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+        self._turns.wake(self._core.leave())
 
-    async def _run(self) -> AsyncGenerator[ChatEvent, None]:
-        """The phases up to the first byte; the connection stays open for the stream."""
-        began = False
-        try:
-            async for event in self._carry(self._core.phases()):
-                yield event
-            began = True
-        finally:
-            if not began:
-                self._release()
+    async def _before_stream(self) -> ChatEvent | None:
+        """Carry out the core's phases up to the first byte: an event to hand out, or None once
+        the stream has begun."""
+        phase = self._phase
+        if phase is None:
+            self._enter()
+            phase = self._phase = self._core.phases()
+        result: Any = None
+        failure: BaseException | None = None
+        while True:
+            if self._closed:  # closed from elsewhere: what the core would do next is moot
+                raise StopAsyncIteration
+            try:
+                cmd = phase.send(result) if failure is None else phase.throw(failure)
+            except StopIteration as stop:
+                self._phase = None
+                if not stop.value or self._closed:  # closed while in line
+                    raise StopAsyncIteration from None
+                self._start_stream()
+                return None
+            if type(cmd) is Emit:
+                return cmd.event
+            result = failure = None
+            try:
+                result = await self._carry(cmd)
+            except OSError as err:
+                failure = err
 
-    _began = False
+    async def _carry(self, cmd: Any) -> Any:
+        """One of the core's commands (not Emit); its result."""
+        kind = type(cmd)
+        if kind is Receive:
+            await cmd.conn.receive(cmd.until)
+        elif kind is Connect:
+            target = self._core.core.target
+            conn = await self._engine.AsyncConnection.open(target, cmd.until)
+            self._conns.append(conn)
+            if self._closed:  # closed from elsewhere meanwhile
+                conn.close()
+                raise ConnectionResetError("the stream was closed")
+            conn.send(cmd.request, cmd.until)
+            return conn
+        elif kind is Close:
+            cmd.conn.close()
+            if cmd.conn in self._conns:
+                self._conns.remove(cmd.conn)
+        elif kind is Sleep:
+            await async_sleep_until(cmd.until)
+        elif kind is WaitTurn:
+            await self._turns.wait(cmd)
+        else:  # pragma: no cover - a command this driver does not know
+            raise AssertionError(f"unknown command {cmd!r}")
+        return None
 
-    async def _carry(self, phase: Phase[Any]) -> AsyncIterator[ChatEvent]:
-        """Carry out the core's commands: yield its events; its result goes to `_began`."""
-        client = self._client
-        send: Any = None
-        throw: BaseException | None = None
+    async def _side(self, phase: Phase[Any]) -> list[ChatEvent]:
+        """Carry out a phase to its end (the thinking budget's request): its events."""
+        events: list[ChatEvent] = []
+        result: Any = None
+        failure: BaseException | None = None
         while True:
             try:
-                cmd = phase.send(send) if throw is None else phase.throw(throw)
-            except StopIteration as stop:
-                if stop.value is not None:
-                    self._began = bool(stop.value)
-                return
-            send = throw = None
-            kind = type(cmd)
-            if kind is Emit:
-                yield cmd.event
+                cmd = phase.send(result) if failure is None else phase.throw(failure)
+            except StopIteration:
+                return events
+            result = failure = None
+            if type(cmd) is Emit:
+                events.append(cmd.event)
                 continue
             try:
-                if kind is Fetch:
-                    send = await client._fetch(cmd)
-                elif kind is Sleep:
-                    await asyncio.sleep(max(0.0, cmd.until - time.monotonic()))
-                elif kind is WaitTurn:
-                    await client._wait_turn(cmd)
-                elif kind is Open:
-                    send = await self._open(cmd)
-                elif kind is AwaitHead:
-                    send = await self._await_head(cmd.until)
-                elif kind is ReadBody:
-                    send = await self._read_body(cmd.limit)
-                elif kind is CloseResponse:
-                    self._close_response()
-                else:  # pragma: no cover - a command this driver does not know
-                    raise AssertionError(f"unknown command {cmd!r}")
-            except (OSError, NotHttp) as err:  # TimeoutError is an OSError too
-                throw = err
-
-    async def _open(self, cmd: Open) -> Head | None:
-        client = self._client
-        conn = await AsyncConnection.open(client._target, client._cfg.limits.connect_timeout)
-        self._conn = conn
-        conn.send(client._request("POST", cmd.path, cmd.body, _CHAT_HEADERS))
-        return await self._await_head(cmd.until)
-
-    async def _await_head(self, until: float) -> Head | None:
-        conn = self._conn
-        if conn is None:
-            raise ConnectionResetError("the connection was closed")
-        try:
-            if not await conn.read_head(_loop_time(until)):
-                return None
-        except HttpParseError as err:
-            raise NotHttp(str(err)) from err
-        parser = conn.parser
-        return Head(parser.status, parser.headers.get("content-type", ""))
-
-    async def _read_body(self, limit: int) -> str:
-        conn = self._conn
-        try:
-            wait = self._client._cfg.limits.stall_timeout
-            data = b"" if conn is None else await conn.read_whole(limit, wait)
-        except (OSError, ValueError, SseError):  # the body of an error answer is a courtesy
-            data = b""
-        return data.decode("utf-8", "replace")
+                result = await self._carry(cmd)
+            except OSError as err:
+                failure = err
 
     def _start_stream(self) -> None:
-        conn = self._conn
-        assert conn is not None
-        limits = self._client._cfg.limits
-        sink = self._sink = Sink(limits.max_line)
+        core = self._core
+        conn = self._conn = core.conn
+        sink = core.start_stream()
         self._chat = sink.assembler
-        conn.start_stream(sink, limits.stall_timeout)
+        conn.start_stream(sink, self._core.core.limits.stall_timeout)
 
-    def _end(self, sink: Sink) -> NoReturn:
-        """The body has ended: the Completion, or the error that says why there is none."""
-        self._completion = self._core.finish(sink.end())
-        raise StopAsyncIteration
-
-    async def _budget(self) -> list[ChatEvent]:
-        """The thinking budget after an item: the reasoning_end request, ThinkingCapped."""
-        chat = self._sink.assembler  # type: ignore[union-attr]
-        step = self._core.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
-        if step is None:
-            return []
-        return [event async for event in self._carry(step)]
-
-    def _close_response(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+    async def _next_events(self) -> list[ChatEvent]:
+        """The events of the body's next item that gives any (the core reads them from the
+        connection); the thinking budget after each; StopAsyncIteration at the end."""
+        core = self._core
+        conn = self._conn
+        while True:
+            events = core.next_events()
+            if events:
+                if self._watch:
+                    step = core.budget()
+                    if step is not None:
+                        events += await self._side(step)
+                return events
+            if events is None:
+                self._completion = core.completion
+                raise StopAsyncIteration
+            await conn.pump()

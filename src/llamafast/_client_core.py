@@ -1,8 +1,10 @@
 # Strategy: every rule of the two clients, once, with no I/O (h11's manner). A request is a plain
-# generator that yields commands (Fetch, Open, AwaitHead, ReadBody, CloseResponse, Sleep,
-# WaitTurn, Emit) and is sent their results, or thrown the transport's OSError / NotHttp; the
-# sync and asyncio clients are loops that carry the commands out. The clock is injected, so the
-# rules run in tests against a fake clock and a scripted server.
+# generator that yields commands (Connect, Receive, Close, Sleep, WaitTurn, Emit) and is sent their
+# results; the drivers (the asyncio one in _aclient.py, the sync one generated from it) only carry
+# them out: open a connection and send, wait for bytes, sleep. The bytes that arrive are parsed
+# into the connection (a Receiver: the response parser, then the Sink) by the same arrival path
+# in both drivers, and the core reads what came from there: the head, the body, the end, every
+# fault, every deadline. The clock is injected, so the rules run in tests against a fake clock.
 """The sans-I/O core of `Client` and `AsyncClient`: the phases of a request and their errors."""
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import socket
 import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
@@ -27,6 +29,7 @@ from ._errors import (
     LoadTimeoutError,
     NotUtf8Error,
     ProtocolError,
+    SseError,
     SseIoError,
     SseTimeoutError,
     StalledError,
@@ -37,6 +40,8 @@ from ._errors import (
     cut,
     server_message,
 )
+from ._http_py import HttpParseError
+from ._url import Target
 from ._values import (
     ChatEvent,
     ChatRequest,
@@ -52,20 +57,17 @@ __all__ = [
     "CONTROL_PATH",
     "MAX_ERROR_BODY",
     "MAX_SLOTS_BODY",
-    "AwaitHead",
-    "CloseResponse",
+    "Close",
+    "Connect",
     "Core",
     "Emit",
-    "Fetch",
-    "Head",
-    "NotHttp",
-    "Open",
-    "ReadBody",
+    "Receive",
     "RequestCore",
     "Sleep",
     "StreamState",
     "Target",
     "WaitTurn",
+    "request_bytes",
 ]
 
 T = TypeVar("T")
@@ -107,81 +109,34 @@ class WaitTurn:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Fetch:
-    """A small request on its own connection, read whole (at most `limit` bytes): the result is
-    (status, text). Transport failures are thrown in: OSError, or NotHttp for a malformed
-    answer."""
+class Connect:
+    """Open a connection to the server and send `request` on it, before the clock reads
+    `until`. The result is the connection: a Receiver (`parser`, `early`, `received`, `eof`,
+    `error`, `stalled`) into which the driver parses every byte that arrives. A failure to
+    connect or send is thrown in as the OSError."""
 
-    method: str
-    path: str
-    body: bytes | None = None
-    limit: int = MAX_ERROR_BODY
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Open:
-    """Connect, send the chat request, and wait for the answer's head until `until`: the
-    result is the Head, or None when `until` came first (the request stays open). A failure to
-    connect or send, or a connection lost before the head, is thrown in as OSError."""
-
-    path: str
-    body: bytes
+    request: bytes
     until: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class AwaitHead:
-    """Go on waiting for the open request's head until `until`: the Head or None."""
+class Receive:
+    """Wait until bytes arrive on `conn` (parsed into it), it ends or fails (`eof`, `error`
+    set), or the clock reads `until`, whichever comes first. The result is None: the core
+    reads what happened from `conn`."""
 
+    conn: Any
     until: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ReadBody:
-    """Read the open answer's body whole, at most `limit` bytes: the text (empty if the
-    connection fails: an error answer's body is a courtesy)."""
+class Close:
+    """Close `conn` now (the server sees it at once)."""
 
-    limit: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class CloseResponse:
-    """Close the open request's connection."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Head:
-    status: int
-    content_type: str
-
-
-class NotHttp(Exception):
-    """Thrown in by a transport: what the server sent is not an HTTP answer (the detail)."""
+    conn: Any
 
 
 # --- the server's address and small rules -----------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Target:
-    """The server's address, split once from `cfg.infer.url` (a path prefix is kept)."""
-
-    scheme: str
-    host: str
-    port: int
-    prefix: str
-    url: str
-
-    @classmethod
-    def parse(cls, url: str) -> Target:
-        parts = urllib.parse.urlsplit(url)
-        if not parts.hostname:
-            raise ValueError(f"infer.url has no host: {url!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), url.rstrip("/"))
-
-    def path(self, path: str) -> str:
-        return self.prefix + path
 
 
 def backoff_ms(limits: Limits, attempt: int, rng: random.Random) -> int:
@@ -265,6 +220,8 @@ def map_stream_error(err: Exception, limits: Limits) -> InferError:
         return ProtocolError(f"the server sent a malformed event stream: {err}")
     if isinstance(err, InferError):
         return err
+    if isinstance(err, HttpParseError):
+        return ProtocolError(f"the server's answer is not HTTP/1.1: {err}")
     return ProtocolError(f"the server sent a malformed response body: {err!r}")
 
 
@@ -292,7 +249,8 @@ class Lines:
     threads (one lock); `leave` returns the tickets that moved up, for the driver to wake."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a dropped stream's finalizer leaves its line, whatever thread runs it.
+        self._lock = threading.RLock()
         self._lines: dict[int, list[Ticket]] = {}
 
     def enter(self, ticket: Ticket) -> None:
@@ -329,13 +287,15 @@ class Lines:
 
 class Core:
     """What one client keeps across its requests: the config, the lines, the cached slot
-    count (asked once, forgotten when the server restarts or refuses), the jitter's source."""
+    count (asked once, forgotten when the server restarts or refuses), the jitter's source,
+    and the twin whose Sink turns a body into events."""
 
     def __init__(
         self,
         cfg: Config,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        sink: Callable[[int], Any] | None = None,
     ) -> None:
         self.cfg = cfg
         self.limits = cfg.limits
@@ -344,12 +304,45 @@ class Core:
         self.rng = rng or random.Random()
         self.lines = Lines()
         self.slot_count: int | None = None
+        if sink is None:
+            from ._transport import SELECTED
+
+            sink = SELECTED.Sink
+        self.sink = sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key).
         self.headers: dict[str, str] = {} if key is None else {"Authorization": f"Bearer {key}"}
 
+    def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
+        """One HTTP/1.1 request to the server, head and body."""
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if path == CHAT_PATH:
+            headers["Accept"] = "text/event-stream"
+        headers.update(self.headers)
+        return request_bytes(method, self.target, self.target.path(path), body, headers)
+
     def __repr__(self) -> str:
         return f"Core({self.target.url!r})"
+
+
+def request_bytes(
+    method: str, target: Target, path: str, body: bytes | None, headers: dict[str, str]
+) -> bytes:
+    """One HTTP/1.1 request: head and body."""
+    default = 443 if target.scheme == "https" else 80
+    host = target.host if target.port == default else f"{target.host}:{target.port}"
+    if ":" in target.host and not target.host.startswith("["):  # an IPv6 literal
+        host = f"[{target.host}]" if target.port == default else f"[{target.host}]:{target.port}"
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if body is None else head + body
+
+
+_CLOSED = "the stream was closed before it ended"
+_NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 
 
 class StreamState:
@@ -359,15 +352,17 @@ class StreamState:
     _chat: Any
     _completion: Completion | None
     _error: BaseException | None
+    _closed: bool
     _core: RequestCore
 
     @property
     def completion(self) -> Completion:
+        """The Completion once iteration has ended cleanly (as `ChatStream.completion`)."""
+        if self._completion is not None:
+            return self._completion
         if self._error is not None:
             raise self._error
-        if self._completion is None:
-            raise RuntimeError("the stream has not ended yet: iterate it to the end first")
-        return self._completion
+        raise RuntimeError(_CLOSED if self._closed else _NOT_ENDED)
 
     @property
     def id(self) -> str | None:
@@ -397,6 +392,22 @@ class StreamState:
         return self._chat.partial_arguments(index)
 
 
+def _fatal(err: BaseException) -> bool:
+    """A failure that fails the same way every time, so it is not retried: a name that does
+    not resolve, a refused TLS handshake (no TLS on that port, a certificate not accepted; an
+    EOF may be a server restarting and is retried), a handshake that never finishes."""
+    if isinstance(err, socket.gaierror):
+        return True
+    if isinstance(err, ssl.SSLError):
+        return not isinstance(err, ssl.SSLEOFError)
+    return isinstance(err, HandshakeTimeout)
+
+
+class HandshakeTimeout(TimeoutError):
+    """Raised by a driver: the TLS handshake did not finish in time (TLS spoken to a port
+    that does not speak it waits forever)."""
+
+
 class RequestCore:
     """The rules of one request, from joining its slot's line to the end of its stream.
 
@@ -413,12 +424,12 @@ class RequestCore:
       bounded by `load_timeout` from the first such answer, however many come.
     - A refused or reset connection or another 503 is retried `retries` times with back-off
       and jitter (`Retrying`), then ConnectError or HttpError; any other non-200 answer is
-      HttpError, not retried.
+      HttpError, not retried. Once any byte of an answer has come, nothing is sent again.
 
-    Once the stream has started (`budget_step`, `stream_error`, `finish`): nothing is
-    retried; the thinking budget asks the server once to end the reasoning (`ThinkingCapped`);
-    reasoning past the hard cap is ThinkingOverrunError; the reader's errors map to the table
-    of `map_stream_error`.
+    Once the stream has started (`next_events`, `budget_step`): nothing is retried; the
+    thinking budget asks the server once to end the reasoning (`ThinkingCapped`); reasoning
+    past the hard cap is ThinkingOverrunError; the reader's errors map to the table of
+    `map_stream_error`.
     """
 
     def __init__(self, core: Core, req: ChatRequest, body: bytes) -> None:
@@ -434,6 +445,8 @@ class RequestCore:
         self.load_deadline: float | None = None
         self.said_busy = False
         self.probed = False
+        self.conn: Any = None  # the chat's connection, once the stream may start
+        self.sink: Any = None
         limits = core.limits
         self.soft = limits.thinking_budget
         self.hard_cap = limits.thinking_hard_cap
@@ -456,7 +469,8 @@ class RequestCore:
     # --- before the first byte -----------------------------------------------------------------
 
     def phases(self) -> Phase[bool]:
-        """Up to a 200 event-stream head; False if the stream was closed while in line."""
+        """Up to a 200 event-stream head (`conn` is then the open answer); False if the
+        stream was closed while in line."""
         core = self.core
         limits = core.limits
         if self.ticket is not None:
@@ -498,14 +512,17 @@ class RequestCore:
     def _ask_slots(self, strict: bool) -> Phase[bool]:
         """GET /slots: is our slot (or, for slot=None, every slot) busy? Learns the slot count;
         `strict`: a slot the server lacks is ValueError and a malformed answer ProtocolError
-        (the probe while waiting is only a courtesy: it fails quietly)."""
+        (the probe while waiting is only a courtesy: it fails quietly). Either way it ends
+        by the wait deadline it serves."""
         core = self.core
         if strict:
-            status, text = yield from self._small("GET", "/slots", MAX_SLOTS_BODY)
+            status, text = yield from self._small("GET", "/slots", MAX_SLOTS_BODY, self.deadline)
         else:
             try:
-                status, text = yield Fetch("GET", "/slots", None, MAX_SLOTS_BODY)
-            except (OSError, NotHttp):
+                status, text = yield from self._fetch(
+                    "GET", "/slots", None, MAX_SLOTS_BODY, self.deadline
+                )
+            except (OSError, ProtocolError):
                 return False
         if status != 200:  # /slots disabled (--no-slots answers 501): nothing to learn
             return False
@@ -527,10 +544,7 @@ class RequestCore:
         limits = core.limits
         self.attempt += 1
         core.slot_count = None  # a refusal may be a restart: ask the slot count again
-        # A refused TLS handshake (no TLS on that port, a certificate not accepted) fails the
-        # same way every time: not retried. An EOF may be a server restarting: retried.
-        fatal = isinstance(err, ssl.SSLError) and not isinstance(err, ssl.SSLEOFError)
-        if self.attempt > limits.retries or fatal:
+        if self.attempt > limits.retries or _fatal(err):
             if isinstance(err, OSError):
                 raise ConnectError(err, core.target.url) from err
             raise err
@@ -538,17 +552,17 @@ class RequestCore:
         yield Emit(Retrying(self.attempt, after, describe(err)))
         yield Sleep(core.clock() + after / 1000)
 
-    def _small(self, method: str, path: str, limit: int) -> Phase[tuple[int, str]]:
+    def _small(
+        self, method: str, path: str, limit: int, until: float | None = None
+    ) -> Phase[tuple[int, str]]:
         """A small request under the rules of the first byte: retries, model load; returns
         (status, text) for any answer but a 503."""
         while True:
             try:
-                status, text = yield Fetch(method, path, None, limit)
+                status, text = yield from self._fetch(method, path, None, limit, until)
             except OSError as err:
                 yield from self._retry(err)
                 continue
-            except NotHttp as err:
-                raise ProtocolError(f"the answer to {method} {path} is not HTTP: {err}") from err
             if is_loading(status, text):
                 yield from self._wait_loaded()
                 continue
@@ -556,6 +570,78 @@ class RequestCore:
                 yield from self._retry(HttpError(status, text))
                 continue
             return status, text
+
+    def _fetch(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        limit: int = MAX_ERROR_BODY,
+        until: float | None = None,
+    ) -> Phase[tuple[int, str]]:
+        """A small request on its own connection, read whole (at most `limit` bytes):
+        (status, text). The whole exchange, connecting included, ends within connect_timeout
+        and by `until` (the deadline it serves): past that, TimeoutError. A connection that
+        fails is its OSError; an answer that is not HTTP/1.1 is ProtocolError."""
+        core = self.core
+        clock = core.clock
+        deadline = clock() + core.limits.connect_timeout
+        if until is not None:
+            deadline = min(deadline, max(until, clock()))
+        what = f"{method} {path}"
+        conn = yield Connect(core.request(method, path, body), deadline)
+        try:
+            while not conn.parser.head_done:
+                self._check_head(conn, what)
+                if clock() >= deadline:
+                    raise TimeoutError(f"{what} did not finish in time")
+                yield Receive(conn, deadline)
+            data = yield from self._read_whole(conn, limit, deadline, what)
+        except Exception:
+            yield Close(conn)
+            raise
+        yield Close(conn)
+        return conn.parser.status, data.decode("utf-8", "replace")
+
+    def _check_head(self, conn: Any, what: str) -> None:
+        """A connection that failed or ended before its answer's head was complete: before
+        any byte of an answer, the OSError (a refusal: retried where the rules allow); after
+        one, ProtocolError (the server answered: nothing is sent again)."""
+        err = conn.error
+        if err is None and not conn.eof:
+            return
+        if isinstance(err, HttpParseError):
+            raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+        if conn.received:
+            how = "closed the connection" if err is None else f"failed ({err!r})"
+            raise ProtocolError(f"the answer to {what} is not HTTP/1.1: it {how} inside its head")
+        if isinstance(err, OSError):
+            raise err
+        raise ConnectionResetError("the server closed the connection before answering")
+
+    def _read_whole(self, conn: Any, limit: int, until: float, what: str) -> Phase[bytes]:
+        """The rest of an answer's body, at most `limit` bytes, by `until` (TimeoutError)."""
+        clock = self.core.clock
+        parser = conn.parser
+        while not parser.done and sum(len(p) for p in conn.early) < limit:
+            err = conn.error
+            if isinstance(err, HttpParseError):
+                raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+            if err is not None:
+                raise err
+            if conn.eof:
+                try:
+                    parser.eof()
+                except (HttpParseError, TruncatedError) as cut_short:
+                    raise ProtocolError(
+                        f"the answer to {what} ended before its body did: {cut_short!r}"
+                    ) from cut_short
+                break
+            if clock() >= until:
+                raise TimeoutError(f"{what}: the answer's body did not come in time")
+            yield Receive(conn, until)
+        parts, conn.early = conn.early, []
+        return b"".join(parts)[:limit]
 
     def _wait_loaded(self) -> Phase[None]:
         """Waiting(slot_busy=False) once, then poll /health until it answers other than 503;
@@ -574,8 +660,10 @@ class RequestCore:
                 raise LoadTimeoutError(limits.load_timeout)
             yield Sleep(clock() + min(delay, left))
             try:
-                status, _ = yield Fetch("GET", "/health")
-            except (OSError, NotHttp):
+                status, _ = yield from self._fetch(
+                    "GET", "/health", None, MAX_ERROR_BODY, self.load_deadline
+                )
+            except (OSError, ProtocolError):
                 continue  # a server that is starting may not even listen yet
             if status != 503:
                 break
@@ -587,56 +675,147 @@ class RequestCore:
         core = self.core
         limits = core.limits
         clock = core.clock
-        path = core.target.path(CHAT_PATH)
+        what = f"POST {core.target.path(CHAT_PATH)}"
+        request = core.request("POST", CHAT_PATH, self.body)
         while True:
-            # Until the first byte: a busy slot is silent on the wire, so this is waiting for
-            # the slot; at least stall_timeout, however little of wait_timeout is left.
-            until = max(self.deadline, clock() + limits.stall_timeout)
-            if self.said_busy:  # the slot is busy: its answer is waiting for the slot
-                until = self.deadline
+            # A busy slot is silent on the wire: waiting for the first byte is waiting for
+            # the slot, bounded by wait_timeout (WAIT).
+            until = self.deadline
             check_at = until if self.probed else min(until, clock() + limits.slot_check_delay)
+            conn = None
             try:
-                head = yield Open(path, self.body, check_at)
-                while head is None and clock() < until:
+                conn = yield Connect(request, clock() + limits.connect_timeout)
+                got = yield from self._first_byte(conn, check_at, what)
+                while not got and clock() < until:
                     if not self.probed:
                         self.probed = True
                         busy = yield from self._ask_slots(strict=False)
                         if busy and not self.said_busy:
                             self.said_busy = True
-                            until = min(until, max(self.deadline, clock()))
                             yield Emit(Waiting(slot_busy=True))
-                    head = yield AwaitHead(until)
-            except OSError as err:  # refused, reset, connect timeout: before the first byte
-                yield CloseResponse()
+                    got = yield from self._first_byte(conn, until, what)
+            except OSError as err:  # refused, reset, timed out: before any byte of an answer
+                if conn is not None:
+                    yield Close(conn)
                 yield from self._retry(err)
                 continue
-            except NotHttp as err:
-                raise ProtocolError(f"the answer to POST {path} is not HTTP: {err}") from err
-            if head is None:
+            except Exception:
+                if conn is not None:
+                    yield Close(conn)
+                raise
+            if not got:
+                yield Close(conn)
                 raise WaitTimeoutError(limits.wait_timeout)
-            if head.status == 200:
-                if not head.content_type.startswith("text/event-stream"):
-                    text = yield ReadBody(MAX_ERROR_BODY)
-                    raise ProtocolError(
-                        f"the server answered 200 with Content-Type {head.content_type!r}, not "
-                        f"an event stream: {cut(text)}"
-                    )
-                return
-            text = yield ReadBody(MAX_ERROR_BODY)
-            yield CloseResponse()
-            if is_loading(head.status, text):
+            # The first byte has come: the rest of the head, and an error answer's body,
+            # within stall_timeout of it.
+            rest = clock() + limits.stall_timeout
+            try:
+                yield from self._rest_of_head(conn, rest, what)
+                parser = conn.parser
+                status = parser.status
+                content_type = parser.headers.get("content-type", "")
+                if status == 200 and content_type.startswith("text/event-stream"):
+                    self.conn = conn
+                    return
+                text = yield from self._courtesy_body(conn, rest, what)
+            except Exception:
+                yield Close(conn)
+                raise
+            yield Close(conn)
+            if status == 200:
+                raise ProtocolError(
+                    f"the server answered 200 with Content-Type {content_type!r}, not "
+                    f"an event stream: {cut(text)}"
+                )
+            if is_loading(status, text):
                 yield from self._wait_loaded()
                 continue
-            if head.status == 503:
-                yield from self._retry(HttpError(head.status, text))
+            if status == 503:
+                yield from self._retry(HttpError(status, text))
                 continue
-            raise HttpError(head.status, text)
+            raise HttpError(status, text)
+
+    def _first_byte(self, conn: Any, until: float, what: str) -> Phase[bool]:
+        """Wait for the first byte of the answer until `until`: False if none has come. A
+        connection that fails or ends before any byte is its OSError (retried)."""
+        clock = self.core.clock
+        while not conn.received:
+            self._check_head(conn, what)
+            if clock() >= until:
+                return False
+            yield Receive(conn, until)
+        return True
+
+    def _rest_of_head(self, conn: Any, until: float, what: str) -> Phase[None]:
+        clock = self.core.clock
+        while not conn.parser.head_done:
+            self._check_head(conn, what)
+            if clock() >= until:
+                stall = self.core.limits.stall_timeout
+                raise StalledError(
+                    stall, f"the head of the answer to {what} did not finish within {stall:g} s"
+                )
+            yield Receive(conn, until)
+
+    def _courtesy_body(self, conn: Any, until: float, what: str) -> Phase[str]:
+        """An answer's body that only explains it (an error answer's): what came of it by
+        `until`, at most MAX_ERROR_BODY bytes; a failure to read it is not the error."""
+        try:
+            data = yield from self._read_whole(conn, MAX_ERROR_BODY, until, what)
+        except (OSError, ProtocolError):
+            parts, conn.early = conn.early, []
+            data = b"".join(parts)[:MAX_ERROR_BODY]
+        return data.decode("utf-8", "replace")
 
     # --- the stream ----------------------------------------------------------------------------
 
+    def start_stream(self) -> Any:
+        """The stream begins: the Sink that turns the body into events, for the driver to
+        attach to the connection (with the body bytes that came with the head)."""
+        self.sink = sink = self.core.sink(self.core.limits.max_line)
+        return sink
+
+    def next_events(self) -> list[ChatEvent] | None:
+        """The events of the next item of the body; [] when the driver must wait for bytes
+        (`conn.eof`, `error`, `stalled` are read here); None once the body has ended and the
+        Completion is `completion`. The reader's failures are raised mapped (STREAM-ERRORS)."""
+        sink = self.sink
+        conn = self.conn
+        try:
+            events = sink.take()
+            if events:
+                return events
+            if sink.done or conn.parser.done:
+                self.completion = self.finish(sink.end())
+                return None
+            if conn.stalled:
+                raise SseTimeoutError()
+            err = conn.error
+            if err is not None:
+                if isinstance(err, OSError):
+                    raise SseIoError(err) from err
+                raise err
+            if conn.eof:
+                conn.parser.eof()
+                self.completion = self.finish(sink.end())
+                return None
+            return events
+        except (SseError, ValueError, InferError) as err:
+            mapped = self.stream_error(err)
+            if mapped is err:
+                raise
+            raise mapped from err
+
+    completion: Completion | None = None
+
+    def budget(self) -> Phase[None] | None:
+        """After an item's events while `watch_budget`: None, or the commands to carry out
+        now (the reasoning_end request and ThinkingCapped). Past the hard cap:
+        ThinkingOverrunError."""
+        chat = self.sink.assembler
+        return self.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+
     def budget_step(self, in_reasoning: bool, tokens: int, cid: str | None) -> Phase[None] | None:
-        """After each event while `watch_budget`: None, or the commands to carry out now (the
-        reasoning_end request and ThinkingCapped). Past the hard cap: ThinkingOverrunError."""
         if not in_reasoning:
             return None
         if self.soft and not self.asked and tokens > self.soft and cid:
@@ -654,11 +833,9 @@ class RequestCore:
         core = self.core
         payload = json.dumps({"id": cid, "action": "reasoning_end"}).encode()
         try:
-            status, text = yield Fetch("POST", CONTROL_PATH, payload)
+            status, text = yield from self._fetch("POST", CONTROL_PATH, payload)
         except OSError as err:
             raise ConnectError(err, core.target.url) from err
-        except NotHttp as err:
-            raise ProtocolError(f"the control endpoint's answer is not HTTP: {err}") from err
         if control_accepted(status, text):
             self.capped = True
             yield Emit(ThinkingCapped(tokens))

@@ -173,7 +173,15 @@ class StalledError(_TimedOut):
 
     what = "on a stalled stream: no byte arrived"
 
+    def __init__(self, seconds: float | None = None, detail: str = "") -> None:
+        super().__init__(seconds)
+        self.detail = detail
+        if detail:
+            self.args = (seconds, detail)
+
     def __str__(self) -> str:
+        if self.detail:  # an answer that drips bytes: it stalls although bytes arrive
+            return f"the server's answer stalled: {self.detail}"
         after = "" if self.seconds is None else f" for {self.seconds:g} s"
         return f"the stream stalled: no byte arrived{after}"
 

@@ -342,6 +342,7 @@ cdef class Receiver:
     cdef public list early
     cdef public bint paused, watched
     cdef public double last
+    cdef public Py_ssize_t received  # bytes that arrived, parsed or not
     cdef object _scratch
 
     def __init__(self, loop, ResponseParser parser):
@@ -373,6 +374,7 @@ cdef class Receiver:
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef list pieces
         cdef Sink sink
+        self.received += nbytes
         if self.error is not None:
             return
         if self.parser is None:

@@ -307,6 +307,7 @@ class Receiver:
         self.paused = False
         self.watched = False
         self.last = 0.0
+        self.received = 0  # bytes that arrived, parsed or not
         self.deliver: Callable[[], None] | None = None
         self._scratch: bytearray | None = None
 
@@ -321,6 +322,7 @@ class Receiver:
         return memoryview(self._scratch)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.received += nbytes
         if self.error is not None:
             return
         try:

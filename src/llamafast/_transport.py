@@ -1,11 +1,13 @@
-# Strategy: the clients' own HTTP/1.1 transports, thin and fast. Both read into the response
-# parser's own buffer (recv_into for the sync client, BufferedProtocol.get_buffer for asyncio),
-# get the body back as views of it, and hand those straight to the engine (SseDecoder, then
-# Assembler): no copy, no intermediate bytes object, no stream reader in between. The asyncio
-# protocol turns bytes into events in the arrival callback and wakes the waiting task once per
-# arrival; a stream's stall watchdog is one deadline, checked by one timer re-armed only when
-# it fires.
-"""Sync and asyncio HTTP/1.1 transports for the clients, and the body-to-events sink."""
+# Strategy: the I/O the clients' core asks for, and nothing else. A connection is a Receiver (the
+# arrival path: the response parser's buffer, the body's views straight to the Sink, no copy in
+# between) plus the few calls that move bytes: open, send, receive (wait for the next arrival or a
+# deadline), pump (the stream's read), close. The sync connection reads with recv_into into the
+# parser's buffer and hands the count to the same `buffer_updated` that asyncio calls on the async
+# one, so both clients turn bytes into events by one path, and the core reads what came (`parser`,
+# `early`, `received`, `eof`, `error`, `stalled`) from the connection alike. Each twin of the
+# Receiver gets its own pair of connection classes (`Engine`), so `llamafast.pure`'s clients run
+# on the pure twins only.
+"""Sync and asyncio connections for the clients, over either twin's Receiver and Sink."""
 
 from __future__ import annotations
 
@@ -15,42 +17,25 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import Any
 
-from ._client_core import Target
+from . import _http_py
+from ._client_core import HandshakeTimeout, Target, Ticket, WaitTurn
 from ._compat import USE_EXTENSIONS
-from ._http_py import HttpParseError
-
-if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._http_py import Receiver, ResponseParser, Sink
-else:
-    from ._http_c import Receiver, ResponseParser, Sink
 
 __all__ = [
-    "AsyncConnection",
-    "HttpParseError",
-    "Sink",
-    "SyncConnection",
-    "request_bytes",
+    "PURE",
+    "SELECTED",
+    "AsyncTurns",
+    "Engine",
+    "Turns",
+    "async_sleep_until",
+    "sleep_until",
+    "ssl_context",
 ]
-
-
-def request_bytes(
-    method: str, target: Target, path: str, body: bytes | None, headers: dict[str, str]
-) -> bytes:
-    """One HTTP/1.1 request: head and body."""
-    default = 443 if target.scheme == "https" else 80
-    host = target.host if target.port == default else f"{target.host}:{target.port}"
-    if ":" in target.host and not target.host.startswith("["):  # an IPv6 literal
-        host = f"[{target.host}]" if target.port == default else f"[{target.host}]:{target.port}"
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head if body is None else head + body
-
 
 _SSL: ssl.SSLContext | None = None
 
@@ -62,53 +47,77 @@ def ssl_context() -> ssl.SSLContext:
     return _SSL
 
 
-# --- the sync transport ----------------------------------------------------------------------
-
-
-class SyncConnection:
-    """One request on its own blocking socket."""
-
-    __slots__ = ("early", "parser", "sock")
-
-    def __init__(self, target: Target, connect_timeout: float) -> None:
-        sock = socket.create_connection((target.host, target.port), connect_timeout)
+def _no_delay(sock: socket.socket | None) -> None:
+    if sock is not None:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+
+
+# --- the sync connection ---------------------------------------------------------------------
+
+
+class _SyncIO:
+    """One request on its own blocking socket; every byte read goes to `buffer_updated`."""
+
+    sock: socket.socket
+    eof: bool
+    stalled: bool
+    error: BaseException | None
+    get_buffer: Any
+    buffer_updated: Any
+
+    @classmethod
+    def open(cls, target: Target, until: float) -> Any:
+        conn = cls(None, cls.Parser())  # type: ignore[attr-defined]
+        conn.eof = conn.stalled = False
+        left = max(0.001, until - time.monotonic())
+        sock = socket.create_connection((target.host, target.port), left)
+        try:
+            _no_delay(sock)
             if target.scheme == "https":
-                sock = ssl_context().wrap_socket(sock, server_hostname=target.host)
+                sock.settimeout(max(0.001, until - time.monotonic()))
+                try:
+                    sock = ssl_context().wrap_socket(sock, server_hostname=target.host)
+                except TimeoutError as err:
+                    raise HandshakeTimeout(f"the TLS handshake did not finish: {err}") from err
         except BaseException:
             sock.close()
             raise
-        self.sock: socket.socket = sock
-        self.parser = ResponseParser()
-        self.early: list[bytes] = []  # body bytes that came with the head
+        conn.sock = sock
+        return conn
 
-    def send(self, data: bytes, timeout: float) -> None:
-        self.sock.settimeout(timeout)
+    def send(self, data: bytes, until: float) -> None:
+        self.sock.settimeout(max(0.001, until - time.monotonic()))
         self.sock.sendall(data)
 
-    def read_head(self, timeout: float, until: float | None = None) -> bool:
-        """Read up to the end of the head; with `until`, wait for each piece at most until
-        then (False: it had not come). Each read waits at most `timeout`."""
-        sock, parser = self.sock, self.parser
-        while not parser.head_done:
-            if until is not None:
-                pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
-                if not (pending and pending()):
-                    left = until - time.monotonic()
-                    if left <= 0 or not select.select([sock], [], [], left)[0]:
-                        return False
-            sock.settimeout(timeout)
-            n = sock.recv_into(parser.free())
-            if not n:
-                raise ConnectionResetError("the server closed the connection before answering")
-            self.early += [bytes(p) for p in parser.filled(n)]
-        return True
+    def receive(self, until: float) -> None:
+        """Read once: the bytes go to the parser; or the end, the failure, or `until`."""
+        if self.eof or self.error is not None:
+            return
+        sock = self.sock
+        pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
+        if not (pending and pending()):
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            try:
+                if not select.select([sock], [], [], left)[0]:
+                    return
+            except (OSError, ValueError) as err:  # closed from another thread
+                self.error = err if isinstance(err, OSError) else ConnectionResetError(str(err))
+                return
+        self._read()
 
-    def stream_timeout(self, stall: float) -> None:
-        """Each read of the stream waits at most `stall` seconds. On a plain socket the kernel
-        keeps that bound (SO_RCVTIMEO: a late read fails with EAGAIN, BlockingIOError), which
-        spares Python's poll before every read; elsewhere the socket's own timeout does."""
+    def start_stream(self, sink: Any, stall: float) -> None:
+        """From now on the body becomes events in `sink`; each read of the stream waits at
+        most `stall` seconds. On a plain socket the kernel keeps that bound (SO_RCVTIMEO: a
+        late read fails with EAGAIN), which spares Python's poll before every read."""
+        early, self.early = self.early, []  # type: ignore[attr-defined]
+        self.sink = sink  # type: ignore[attr-defined]
+        if early:
+            sink.feed(early)
         sock = self.sock
         if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
             sock.settimeout(stall)
@@ -118,33 +127,28 @@ class SyncConnection:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, micros))
         sock.settimeout(None)
 
-    def read(self) -> list[memoryview] | None:
-        """The body's next bytes as views (valid until the next read); None at the end."""
-        parser = self.parser
-        n = self.sock.recv_into(parser.free())
-        if not n:
-            return None
-        return parser.filled(n)
+    def pump(self) -> None:
+        """The stream's next read (the bytes go to the Sink), its end, or a stall."""
+        self._read()
 
-    def read_whole(self, limit: int, timeout: float) -> bytes:
-        """The rest of the body, at most `limit` bytes."""
-        parts = self.early
-        self.early = []
-        got = sum(len(p) for p in parts)
-        self.sock.settimeout(timeout)
-        parser = self.parser
-        while got < limit and not parser.done:
-            pieces = self.read()
-            if pieces is None:
-                parser.eof()
-                break
-            for piece in pieces:
-                parts.append(bytes(piece))
-                got += len(piece)
-        return b"".join(parts)[:limit]
+    def _read(self) -> None:
+        try:
+            n = self.sock.recv_into(self.get_buffer(-1))
+        except (TimeoutError, BlockingIOError):
+            self.stalled = True
+            return
+        except OSError as err:
+            self.error = err
+            return
+        if n:
+            self.buffer_updated(n)
+        else:
+            self.eof = True
 
     def close(self) -> None:
-        sock = self.sock
+        sock = getattr(self, "sock", None)
+        if sock is None:
+            return
         try:
             sock.shutdown(socket.SHUT_RDWR)  # the server sees the close at once
         except OSError:
@@ -152,47 +156,59 @@ class SyncConnection:
         sock.close()
 
 
-# --- the asyncio transport ---------------------------------------------------------------------
+# --- the asyncio connection ------------------------------------------------------------------
 
 
-class AsyncConnection(Receiver, asyncio.BufferedProtocol):
-    """One request on its own connection, as an asyncio protocol that reads into the parser's
-    buffer (the arrival path is Receiver's). Before a Sink is attached the body's bytes are
-    kept (`early`); after, they are decoded at once, and the task waiting in `wait()` is woken
-    once per arrival."""
+class _AsyncIO:
+    """One request on its own connection, as an asyncio BufferedProtocol that reads into the
+    parser's buffer (the arrival path is the Receiver's): before a Sink is attached the body's
+    bytes are kept (`early`); after, they are decoded at once, and the task waiting in `pump()`
+    is woken once per arrival. A stream's stall watchdog is one deadline, checked by one timer
+    re-armed only when it fires."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(loop, ResponseParser())
-        self.eof = False
-        self.stalled = False
-        self._stall = 0.0
-        self._timer: asyncio.TimerHandle | None = None
+    loop: asyncio.AbstractEventLoop
+    transport: Any
+    waiter: Any
+    paused: bool
+    error: BaseException | None
+    eof: bool
+    stalled: bool
+    last: float
+    watched: bool
+    _wake: Any
 
     @classmethod
-    async def open(cls, target: Target, timeout: float) -> AsyncConnection:
+    async def open(cls, target: Target, until: float) -> Any:
         loop = asyncio.get_running_loop()
-        conn = cls(loop)
+        conn = cls(loop, cls.Parser())  # type: ignore[attr-defined]
+        conn.eof = conn.stalled = False
+        conn._stall = 0.0
+        conn._timer = None
         tls = ssl_context() if target.scheme == "https" else None
-        async with asyncio.timeout(timeout):
-            await loop.create_connection(
-                lambda: conn,
-                target.host,
-                target.port,
-                ssl=tls,
-                server_hostname=target.host if tls else None,
-            )
+        left = max(0.001, until - time.monotonic())
+        try:
+            # The handshake has its own bound, so that one that never finishes (TLS spoken
+            # to a port that does not speak it) is told from a connection that never opens.
+            async with asyncio.timeout(left + (0.25 if tls else 0.0)):
+                await loop.create_connection(
+                    lambda: conn,
+                    target.host,
+                    target.port,
+                    ssl=tls,
+                    server_hostname=target.host if tls else None,
+                    ssl_handshake_timeout=left if tls else None,
+                )
+        except ConnectionAbortedError as err:  # asyncio's word for a handshake timeout
+            if tls is not None and "handshake" in str(err).lower():
+                raise HandshakeTimeout(str(err)) from err
+            raise
         return conn
 
     # --- the protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except (OSError, AttributeError):
-                pass
+        _no_delay(transport.get_extra_info("socket"))
 
     def eof_received(self) -> bool:
         self.eof = True
@@ -208,58 +224,24 @@ class AsyncConnection(Receiver, asyncio.BufferedProtocol):
 
     # --- what the driver calls ---------------------------------------------------------------
 
-    def send(self, data: bytes) -> None:
+    def send(self, data: bytes, until: float) -> None:
         if self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection was closed")
         self.transport.write(data)
 
-    def resume(self) -> None:
-        """Read again: the consumer has caught up with a backlog."""
-        self.paused = False
-        if self.transport is not None:
-            self.transport.resume_reading()
+    async def receive(self, until: float) -> None:
+        """Until the next arrival, the end, a failure, or the clock reading `until`."""
+        if self.eof or self.error is not None:
+            return
+        loop = self.loop
+        waiter = self.waiter = loop.create_future()
+        handle = loop.call_at(loop.time() + (until - time.monotonic()), self._wake)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
 
-    async def wait(self) -> None:
-        """Until the next arrival, the end, a failure or a stall."""
-        if self.paused:
-            self.resume()
-        waiter = self.waiter = self.loop.create_future()
-        await waiter
-
-    async def read_head(self, until: float) -> bool:
-        """Wait for the head until the loop's clock reads `until` (False: it had not come).
-        A connection that ends first is ConnectionResetError; a parse error HttpParseError."""
-        while not self.parser.head_done:
-            if self.error is not None:
-                raise self.error
-            if self.eof:
-                raise ConnectionResetError("the server closed the connection before answering")
-            left = until - self.loop.time()
-            if left <= 0:
-                return False
-            waiter = self.waiter = self.loop.create_future()
-            handle = self.loop.call_at(until, self._wake)
-            try:
-                await waiter
-            finally:
-                handle.cancel()
-        return True
-
-    async def read_whole(self, limit: int, timeout: float) -> bytes:
-        """The rest of the body, at most `limit` bytes, each piece within `timeout`."""
-        parser = self.parser
-        while not parser.done and sum(len(p) for p in self.early) < limit:
-            if self.error is not None:
-                raise self.error
-            if self.eof:
-                parser.eof()
-                break
-            async with asyncio.timeout(timeout):
-                await self.wait()
-        parts, self.early = self.early, []
-        return b"".join(parts)[:limit]
-
-    def start_stream(self, sink: Sink, stall: float) -> None:
+    def start_stream(self, sink: Any, stall: float) -> None:
         """From now on the body becomes events; the stall watchdog starts."""
         self.sink = sink
         early, self.early = self.early, []
@@ -269,6 +251,19 @@ class AsyncConnection(Receiver, asyncio.BufferedProtocol):
         self.last = self.loop.time()
         self.watched = True
         self._timer = self.loop.call_at(self.last + stall, self._check_stall)
+
+    def resume(self) -> None:
+        """Read again: the consumer has caught up with a backlog."""
+        self.paused = False
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    async def pump(self) -> None:
+        """Until the next arrival, the end, a failure or a stall."""
+        if self.paused:
+            self.resume()
+        waiter = self.waiter = self.loop.create_future()
+        await waiter
 
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
@@ -293,3 +288,89 @@ class AsyncConnection(Receiver, asyncio.BufferedProtocol):
         transport = self.transport
         if transport is not None:
             transport.abort()  # at once: the server sees the close and frees the slot
+
+
+# --- the engines: each twin's Sink and connections ---------------------------------------------
+
+
+def _engine(name: str, http: Any, sink: Any) -> SimpleNamespace:
+    receiver, parser = http.Receiver, http.ResponseParser
+    sync_cls = type("SyncConnection", (_SyncIO, receiver), {"Parser": parser})
+    async_cls = type(
+        "AsyncConnection", (_AsyncIO, receiver, asyncio.BufferedProtocol), {"Parser": parser}
+    )
+    for cls in (sync_cls, async_cls):
+        cls.__module__ = __name__
+        cls.__qualname__ = f"{cls.__name__}[{name}]"
+    return SimpleNamespace(
+        IMPLEMENTATION=name,
+        Sink=sink,
+        SyncConnection=sync_cls,
+        AsyncConnection=async_cls,
+    )
+
+
+Engine = SimpleNamespace
+PURE = _engine("python", _http_py, _http_py.Sink)
+if USE_EXTENSIONS:
+    from . import _http_c
+
+    SELECTED = _engine("cython", _http_c, _http_c.Sink)
+else:
+    SELECTED = PURE
+
+
+# --- waiting and sleeping ------------------------------------------------------------------------
+
+
+class Turns:
+    """The sync client's waits for a turn in a slot's line: one condition per client."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def wait(self, cmd: WaitTurn) -> None:
+        with self._cond:
+            while cmd.ticket.moves == cmd.seen:
+                left = cmd.until - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+    def wake(self, moved: list[Ticket]) -> None:
+        if moved:
+            with self._cond:
+                self._cond.notify_all()
+
+
+class AsyncTurns:
+    """The asyncio client's waits for a turn: each waiting request sleeps on a future of its
+    own, woken when a request ahead of it leaves."""
+
+    async def wait(self, cmd: WaitTurn) -> None:
+        ticket = cmd.ticket
+        if ticket.moves != cmd.seen:
+            return
+        loop = asyncio.get_running_loop()
+        waker = ticket.waker = loop.create_future()
+        try:
+            async with asyncio.timeout_at(loop.time() + (cmd.until - time.monotonic())):
+                await waker
+        except TimeoutError:
+            pass
+        finally:
+            ticket.waker = None
+
+    def wake(self, moved: list[Ticket]) -> None:
+        for ticket in moved:
+            waker = ticket.waker
+            if waker is not None and not waker.done():
+                waker.set_result(None)
+
+
+def sleep_until(until: float) -> None:
+    time.sleep(max(0.0, until - time.monotonic()))
+
+
+async def async_sleep_until(until: float) -> None:
+    await asyncio.sleep(max(0.0, until - time.monotonic()))

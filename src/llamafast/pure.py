@@ -3,17 +3,15 @@
 `import llamafast.pure as llamafast` is a drop-in: the values, errors, `Config`, `build_body`
 and the clients are the very objects the top-level package exports (one definition each), and
 the twins (`SseDecoder`, `Events`, `Assembler`, `ChatStream`, ...) are always the pure ones. It
-needs only the standard library. The clients are shared, so they read with the twin the top
-level selected (`llamafast.IMPLEMENTATION`).
+needs only the standard library. Its `Client` and `AsyncClient` are the top level's run on the
+pure twins only (the response parser, the arrival path and the Sink).
 """
 
 # This module itself: `llamafast.pure.pure`, as the top level has `llamafast.pure`.
-from . import pure
-from ._aclient import AsyncClient, AsyncClientStream
+from . import _aclient, _client, pure
 from ._assemble_py import Assembler
 from ._body import build_body
 from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
-from ._client import Client, ClientStream
 from ._config import Config, InferConfig, Limits
 from ._errors import (
     BusyError,
@@ -35,6 +33,7 @@ from ._errors import (
     WaitTimeoutError,
 )
 from ._sse_py import Events, SseDecoder, aiter_events, iter_events
+from ._transport import PURE as _PURE
 from ._values import (
     DONE,
     Assistant,
@@ -60,6 +59,20 @@ from ._values import (
     User,
     Waiting,
 )
+
+
+class Client(_client.Client):
+    __doc__ = _client.Client.__doc__
+    _engine = _PURE
+
+
+class AsyncClient(_aclient.AsyncClient):
+    __doc__ = _aclient.AsyncClient.__doc__
+    _engine = _PURE
+
+
+ClientStream = _client.ClientStream
+AsyncClientStream = _aclient.AsyncClientStream
 
 IMPLEMENTATION = "python"
 """Which twins these names are: "python" here; "cython" or "python" in `llamafast`."""
