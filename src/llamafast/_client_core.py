@@ -13,7 +13,6 @@ import random
 import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
@@ -37,6 +36,7 @@ from ._errors import (
     cut,
     server_message,
 )
+from ._url import Target
 from ._values import (
     ChatEvent,
     ChatRequest,
@@ -160,28 +160,6 @@ class NotHttp(Exception):
 
 
 # --- the server's address and small rules -----------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Target:
-    """The server's address, split once from `cfg.infer.url` (a path prefix is kept)."""
-
-    scheme: str
-    host: str
-    port: int
-    prefix: str
-    url: str
-
-    @classmethod
-    def parse(cls, url: str) -> Target:
-        parts = urllib.parse.urlsplit(url)
-        if not parts.hostname:
-            raise ValueError(f"infer.url has no host: {url!r}")
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), url.rstrip("/"))
-
-    def path(self, path: str) -> str:
-        return self.prefix + path
 
 
 def backoff_ms(limits: Limits, attempt: int, rng: random.Random) -> int:

@@ -18,9 +18,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ._client_core import Target
 from ._compat import USE_EXTENSIONS
 from ._http_py import HttpParseError
+from ._url import Target
 
 if TYPE_CHECKING or not USE_EXTENSIONS:
     from ._http_py import Receiver, ResponseParser, Sink
@@ -40,11 +40,7 @@ def request_bytes(
     method: str, target: Target, path: str, body: bytes | None, headers: dict[str, str]
 ) -> bytes:
     """One HTTP/1.1 request: head and body."""
-    default = 443 if target.scheme == "https" else 80
-    host = target.host if target.port == default else f"{target.host}:{target.port}"
-    if ":" in target.host and not target.host.startswith("["):  # an IPv6 literal
-        host = f"[{target.host}]" if target.port == default else f"[{target.host}]:{target.port}"
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {target.host_header}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
