@@ -203,7 +203,7 @@ def test_a_bad_url_is_a_value_error_naming_the_field_and_the_value(url: str, say
         InferConfig(url=url)
     message = str(err.value)
     assert message.startswith("infer.url ") and says in message
-    assert repr(url)[:40] in message or "\ud800" in url
+    assert repr(url) in message
 
 
 @pytest.mark.parametrize(
