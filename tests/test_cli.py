@@ -646,6 +646,38 @@ def test_the_api_key_is_never_printed(
         assert SECRET not in out and SECRET not in err
 
 
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_password_in_the_url_is_never_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, no_key_in_env: None, json_mode: bool
+) -> None:
+    """docs/client.md, rule URL: through the real client, a refused connection, a refused URL
+    and a URL with both a password and a key name the URL with *** for the password."""
+    display = ["--json"] if json_mode else []
+    with socket.socket() as sock:  # a loopback port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / "c.toml").write_text("[limits]\nretries = 0\n", encoding="utf-8")
+    url = f"http://user:{SECRET}@127.0.0.1:{port}/v1"
+    config = ["--config", str(tmp_path / "c.toml")]
+    outputs = [run(["chat", "--url", url, *config, *display, "hi"], capsys)]
+    outputs.append(run(["chat", "--url", url + "#x", *display, "hi"], capsys))
+    outputs.append(run(["chat", "--url", url, "--api-key", "k", *display, "hi"], capsys))
+    assert [status for status, _, _ in outputs] == [1, 1, 1]
+    shown = f"http://user:***@127.0.0.1:{port}"
+    assert outputs[0][2].startswith(
+        f"llamafast: ConnectError: could not connect to the server {shown}: "
+    )
+    assert outputs[1][2].startswith("llamafast: ValueError: bad configuration: infer.url ")
+    assert f"{shown}/v1#x" in outputs[1][2]
+    assert "infer.api_key" in outputs[2][2]
+    for _, out, err in outputs:
+        assert SECRET not in out and SECRET not in err
+        if json_mode:
+            assert json.loads(out)["type"] == "error"
+    if json_mode:
+        assert f"{shown}:" in outputs[0][1] and f"{shown}/v1#x" in outputs[1][1]
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])

@@ -99,6 +99,9 @@ def test_wrong_types_are_rejected_naming_key_and_file(tmp_path: Path, text: str,
         ("[infer]\ntemperature = -0.1\n", "infer.temperature"),
         ("[infer]\ntop_k = -1\n", "infer.top_k"),
         ("[infer]\nurl = 'localhost:8080'\n", "infer.url"),
+        ("[infer]\nurl = 'http://h:8080/#top'\n", "infer.url"),
+        ("[infer]\nurl = 'http://h:0'\n", "infer.url"),
+        ('[infer]\nurl = "http://h/a\\tb"\n', "infer.url"),
         ("[limits]\nmax_tokens = 0\n", "limits.max_tokens"),
         ("[limits]\nmax_line = 0\n", "limits.max_line"),
         ("[limits]\nstall_timeout = 0\n", "limits.stall_timeout"),
@@ -115,6 +118,27 @@ def test_out_of_range_values_are_rejected_naming_key_and_file(
         Config.from_toml(path)
     assert key in str(err.value)
     assert str(path) in str(err.value)
+
+
+def test_a_password_in_the_url_is_not_shown_by_repr_nor_by_a_file_error(tmp_path: Path) -> None:
+    # docs/client.md, rule URL: the password is replaced by *** wherever the URL is shown
+    infer = InferConfig(url="http://me:pa55word@h:8080/v1")
+    assert repr(infer).startswith("InferConfig(url='http://me:***@h:8080/v1', model='default'")
+    assert "pa55word" not in repr(infer) + repr(Config(infer=infer))
+    assert infer.url == "http://me:pa55word@h:8080/v1"  # the field itself is as given
+    path = write(tmp_path, "[infer]\nurl = 'http://me:pa55word@h:99999'\n")
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    assert str(path) in str(err.value) and "infer.url" in str(err.value)
+    assert "pa55word" not in str(err.value) and "http://me:***@h:99999" in str(err.value)
+
+
+def test_a_password_in_the_url_and_an_api_key_are_refused_together(tmp_path: Path) -> None:
+    path = write(tmp_path, "[infer]\nurl = 'http://me:pa55word@h'\napi_key = 'sk-123'\n")
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    assert str(path) in str(err.value) and "infer.api_key" in str(err.value)
+    assert "pa55word" not in str(err.value) and "sk-123" not in str(err.value)
 
 
 def test_not_toml_is_a_value_error_naming_the_file(tmp_path: Path) -> None:

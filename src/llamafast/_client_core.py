@@ -310,8 +310,10 @@ class Core:
             sink = SELECTED.Sink
         self.sink = sink
         key = cfg.infer.api_key
-        # Every request the clients make carries the key (llama-server's --api-key).
-        self.headers: dict[str, str] = {} if key is None else {"Authorization": f"Bearer {key}"}
+        # Every request the clients make carries the key (llama-server's --api-key), or the
+        # URL's user and password (the config refuses both at once).
+        auth = self.target.auth_header if key is None else f"Bearer {key}"
+        self.headers: dict[str, str] = {} if auth is None else {"Authorization": auth}
 
     def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """One HTTP/1.1 request to the server, head and body."""
@@ -329,11 +331,7 @@ def request_bytes(
     method: str, target: Target, path: str, body: bytes | None, headers: dict[str, str]
 ) -> bytes:
     """One HTTP/1.1 request: head and body."""
-    default = 443 if target.scheme == "https" else 80
-    host = target.host if target.port == default else f"{target.host}:{target.port}"
-    if ":" in target.host and not target.host.startswith("["):  # an IPv6 literal
-        host = f"[{target.host}]" if target.port == default else f"[{target.host}]:{target.port}"
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {target.host_header}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")

@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._url import Target, redact
 from ._values import seal
 
 __all__ = ["Config", "InferConfig", "Limits"]
@@ -118,7 +119,9 @@ class InferConfig:
     url: str = field(
         default="http://127.0.0.1:8080",
         metadata={
-            "doc": "the server's URL, http:// or https://; a path in it prefixes every request"
+            "doc": "the server's URL, http:// or https://; a path in it prefixes every request "
+            "(a final /v1 dropped), a query goes with every request, user:password@ is sent as "
+            "Basic auth and the password never shown (docs/client.md, rule URL)"
         },
     )
     model: str = field(default="default", metadata={"doc": "the body's `model` field"})
@@ -145,8 +148,7 @@ class InferConfig:
 
     def __post_init__(self) -> None:
         _check(self, "infer")
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"infer.url must start with http:// or https://, not {self.url!r}")
+        target = Target.parse(self.url)  # docs/client.md, rule URL
         key = self.api_key
         # It goes into an HTTP header: visible ASCII only (a line break would end the header,
         # and the HTTP client's own complaint would show the key).
@@ -156,6 +158,20 @@ class InferConfig:
                 f"infer.api_key is {what}: a key is sent in an HTTP header, so it must be "
                 "printable ASCII characters (the key is not shown here)"
             )
+        if key is not None and target.auth_header is not None:
+            raise ValueError(
+                "infer.url has a user name or password and infer.api_key is set: both would be "
+                "the Authorization header, so give only one (neither is shown here)"
+            )
+
+    def __repr__(self) -> str:
+        # As the generated one, but the URL's password shown as *** (api_key is left out).
+        shown = [
+            f"{f.name}={redact(self.url) if f.name == 'url' else getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.repr
+        ]
+        return f"InferConfig({', '.join(shown)})"
 
 
 @_document

@@ -305,6 +305,7 @@ def _engine(name: str, http: Any, sink: Any) -> SimpleNamespace:
     return SimpleNamespace(
         IMPLEMENTATION=name,
         Sink=sink,
+        ResponseParser=parser,
         SyncConnection=sync_cls,
         AsyncConnection=async_cls,
     )
@@ -318,6 +319,7 @@ if USE_EXTENSIONS:
     SELECTED = _engine("cython", _http_c, _http_c.Sink)
 else:
     SELECTED = PURE
+ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport rows
 
 
 # --- waiting and sleeping ------------------------------------------------------------------------
