@@ -180,7 +180,7 @@ BAD_FRAMING = {
     "non-hex size": b"zz\r\n",
     "negative size": b"-5\r\n",
     "size of 2^64": b"1" + b"0" * 16 + b"\r\n",
-    "data without its CRLF": b"3\r\nabcXY",
+    "data without its CRLF": b"3\r\nabcXY\r\n",
 }
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -347,6 +347,15 @@ DEADLINES: dict[
 }
 
 
+DRIPPED = {
+    "/slots dripped": SLOTS,
+    "/health dripped while the model loads": HEALTH,
+    "the control answer dripped": CONTROL,
+    "an error answer's body dripped": CHAT,
+    "the chat's head dripped": CHAT,
+}
+
+
 @pytest.mark.parametrize("case", DEADLINES)
 def test_a_dripping_server_cannot_stretch_a_request_past_its_deadline(case: str) -> None:
     """Deadlines per request: every request the client makes (/slots, /health, the control
@@ -355,6 +364,8 @@ def test_a_dripping_server_cannot_stretch_a_request_past_its_deadline(case: str)
     per-read timeout) still gets a LlamafastError within the bound."""
     scripts, request, limits, bound, what = DEADLINES[case]
     runs = everywhere(scripts, request, bound + SLACK + 1, **limits)
+    for run in runs:  # the dripped answer is what the client waited on
+        assert run.server.count(path=DRIPPED[case]), f"{run.name} never asked {DRIPPED[case]}"
     assert_within(runs, bound, what)
     assert_error(runs, LlamafastError)
     if case == "an error answer's body dripped":  # what arrived, and only the class compared
@@ -416,6 +427,7 @@ def test_https_to_a_plain_server_is_one_attempt_and_fast() -> None:
     assert_error(runs, ConnectError)
     for run in runs:
         assert run.out.elapsed < 3.0, f"{run.name} took {run.out.elapsed:.1f} s: not fast"
+    assert_same(runs)
 
 
 def test_a_name_that_does_not_resolve_is_one_attempt() -> None:
