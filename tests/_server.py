@@ -37,8 +37,10 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import llamafast
 from _recordings import recorded_times
 from llamafast import (
     AsyncClient,
@@ -620,10 +622,16 @@ class Outcome:
 
 
 class SyncDriver:
+    """The sync client, iterated; `module` is the package whose `Client` it uses (`llamafast`,
+    or `llamafast.pure` for the pure twins)."""
+
     kind = "sync"
 
+    def __init__(self, module: ModuleType = llamafast) -> None:
+        self.module = module
+
     def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
-        return self.run_on(Client(cfg), req, stop_after)
+        return self.run_on(self.module.Client(cfg), req, stop_after)
 
     @staticmethod
     def run_on(client: Client, req: ChatRequest, stop_after: int | None = None) -> Outcome:
@@ -645,7 +653,7 @@ class SyncDriver:
 
     def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
         """All of `reqs` at once on one client, each in its own thread, entered in order."""
-        client = Client(cfg)
+        client = self.module.Client(cfg)
         outs = [Outcome([]) for _ in reqs]
         streams = [client.stream(r).__enter__() for r in reqs]
 
@@ -680,11 +688,16 @@ async def timed_outcome(body: Callable[[Outcome], Awaitable[None]]) -> Outcome:
 
 
 class AsyncDriver:
+    """The async client, iterated; `module` as for SyncDriver."""
+
     kind = "async"
+
+    def __init__(self, module: ModuleType = llamafast) -> None:
+        self.module = module
 
     def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
         async def main() -> Outcome:
-            async with AsyncClient(cfg) as client:
+            async with self.module.AsyncClient(cfg) as client:
                 return await self.run_on(client, req, stop_after)
 
         return asyncio.run(main())
@@ -707,7 +720,7 @@ class AsyncDriver:
 
     def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
         async def main() -> list[Outcome]:
-            async with AsyncClient(cfg) as client:
+            async with self.module.AsyncClient(cfg) as client:
                 return list(await asyncio.gather(*(self.run_on(client, r) for r in reqs)))
 
         return asyncio.run(main())
