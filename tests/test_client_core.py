@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import socket
+import ssl
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from llamafast import (
     ProtocolError,
     Queued,
     Retrying,
+    StalledError,
     ThinkingCapped,
     ThinkingOverrunError,
     User,
@@ -33,6 +36,7 @@ from llamafast._client_core import (
     Connect,
     Core,
     Emit,
+    HandshakeTimeout,
     Receive,
     RequestCore,
     Sleep,
@@ -71,23 +75,32 @@ def http(status: int, content_type: str, text: str) -> bytes:
 
 
 class FakeConn(Receiver):
-    """A connection whose answer (`data`) arrives whole at the clock's `at`."""
+    """A connection whose answer (`data`) arrives whole at the clock's `at`, or one byte every
+    `drip` seconds from then."""
 
-    def __init__(self, data: bytes, at: float) -> None:
+    def __init__(self, data: bytes, at: float, drip: float = 0.0) -> None:
         super().__init__(None, ResponseParser())
         self.eof = self.stalled = False
-        self.data, self.at = data, at
+        self.data, self.at, self.drip = data, at, drip
         self.closed = False
 
-    def arrive(self) -> None:
-        data, self.data = self.data, b""
+    def arrive(self, until: float) -> float:
+        """Deliver what has come by `until` (at least the next piece when it is due); the
+        clock after it."""
+        if not self.drip:
+            data, self.data = self.data, b""
+            self.eof = True
+        else:
+            data, self.data = self.data[:1], self.data[1:]
         while data:
             buf = self.get_buffer(-1)
             n = min(len(buf), len(data))
             buf[:n] = data[:n]
             self.buffer_updated(n)
             data = data[n:]
-        self.eof = True
+        now = self.at
+        self.at += self.drip
+        return now
 
 
 class Fake:
@@ -104,6 +117,7 @@ class Fake:
         self.answers["/slots"] = [slots(False, False)]
         self.chat: list[tuple[float, Any, str]] = []
         self.log: list[str] = []
+        self.drip: dict[str, float] = {}  # path: seconds between the bytes of its answers
 
     def answer(self, path: str) -> tuple[int, str]:
         queue = self.answers[path]
@@ -120,17 +134,17 @@ class Fake:
             self.log.append(f"{method} {short if short != '/v1/chat/completions' else path}")
             if short != "/v1/chat/completions":
                 status, text = self.answer(short)
-                return FakeConn(http(status, "application/json", text), self.now)
+                raw = http(status, "application/json", text)
+                return FakeConn(raw, self.now, self.drip.get(short, 0.0))
             after, head, body = self.chat.pop(0) if len(self.chat) > 1 else self.chat[0]
             if isinstance(head, BaseException):
                 raise head
             raw = head if isinstance(head, bytes) else http(head.status, head.content_type, body)
-            return FakeConn(raw, self.now + after)
+            return FakeConn(raw, self.now + after, self.drip.get(short, 0.0))
         if isinstance(cmd, Receive):
             conn = cmd.conn
             if conn.data and conn.at <= cmd.until:
-                self.now = max(self.now, conn.at)
-                conn.arrive()
+                self.now = max(self.now, conn.arrive(cmd.until))
             else:
                 self.now = max(self.now, cmd.until)
             return None
@@ -486,3 +500,100 @@ def test_the_api_key_is_a_bearer_header_and_never_shown() -> None:
     assert core.headers == {"Authorization": "Bearer sekrit-123"}
     assert "sekrit" not in repr(core) + repr(cfg)
     assert Core(Config()).headers == {}
+
+
+# --- the deadline of each request -------------------------------------------------------------
+
+DRIP = 0.5  # a server that sends one byte every half second
+
+
+def test_a_dripping_slots_answer_ends_within_connect_timeout_and_is_retried() -> None:
+    fake = Fake(connect_timeout=3.0, retries=1)
+    fake.answers["/slots"] = [(200, "[" + ",".join(['{"id":0}'] * 5000) + "]")]
+    fake.drip["/slots"] = DRIP
+    events, err = fake.run(0)
+    assert isinstance(err, ConnectError) and isinstance(err.error, TimeoutError)
+    assert "GET /pre/slots did not finish in time" in str(err)
+    assert [type(e) for e in events] == [Retrying]
+    assert fake.now == pytest.approx(2 * 3.0 + events[0].after_ms / 1000)  # two attempts
+    assert fake.log.count("GET /slots") == 2
+
+
+def test_a_dripping_slots_answer_is_bounded_by_the_wait_it_serves() -> None:
+    fake = Fake(connect_timeout=30.0, wait_timeout=2.0, retries=0)
+    fake.answers["/slots"] = [(200, "[" + ",".join(['{"id":0}'] * 5000) + "]")]
+    fake.drip["/slots"] = DRIP
+    _events, err = fake.run(0)
+    assert isinstance(err, ConnectError) and fake.now == pytest.approx(2.0)
+
+
+def test_a_dripping_health_answer_ends_by_the_load_deadline() -> None:
+    fake = Fake(load_timeout=4.0, connect_timeout=30.0)
+    fake.core.slot_count = 2
+    fake.answers["/health"] = [(200, "{" + " " * 100_000 + "}")]
+    fake.drip["/health"] = DRIP
+    fake.chat = [(0.0, Head(503, "application/json"), LOADING[1])]
+    events, err = fake.run(0)
+    assert isinstance(err, LoadTimeoutError) and events == [Waiting(slot_busy=False)]
+    assert fake.now == pytest.approx(4.0)
+
+
+def test_a_dripping_control_answer_ends_within_connect_timeout() -> None:
+    fake = Fake(thinking_budget=1, connect_timeout=3.0)
+    fake.answers["/v1/chat/completions/control"] = [(200, '{"success":true' + " " * 10_000 + "}")]
+    fake.drip["/v1/chat/completions/control"] = DRIP
+    with pytest.raises(ConnectError, match="did not finish in time"):
+        budget_run(fake, [(True, 2)])
+    assert fake.now == pytest.approx(3.0)
+
+
+def test_an_error_body_is_read_within_stall_timeout_of_the_first_byte() -> None:
+    fake = Fake(stall_timeout=60.0, wait_timeout=100.0)
+    fake.core.slot_count = 2
+    fake.chat = [(1.0, Head(500, "application/json"), "x" * 60_000)]
+    fake.drip["/v1/chat/completions"] = DRIP
+    _events, err = fake.run(0)
+    assert isinstance(err, HttpError) and err.status == 500
+    assert fake.now == pytest.approx(1.0 + 60.0)  # the first byte at 1 s, then stall_timeout
+    assert 0 < len(err.body) < 60_000 and set(err.body) == {"x"}
+
+
+def test_the_head_must_finish_within_stall_timeout_of_its_first_byte() -> None:
+    fake = Fake(stall_timeout=2.0, wait_timeout=100.0)
+    fake.core.slot_count = 2
+    fake.chat = [(1.0, b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 10_000 + b"\r\n\r\n", "")]
+    fake.drip["/v1/chat/completions"] = DRIP
+    _events, err = fake.run(0)
+    assert isinstance(err, StalledError) and isinstance(err, TimeoutError)
+    assert "did not finish within 2 s" in str(err) and fake.now == pytest.approx(3.0)
+    assert fake.log.count("POST /pre/v1/chat/completions") == 1  # it answered: not sent again
+
+
+# --- failures that are not retried -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+        ssl.SSLCertVerificationError(1, "certificate verify failed"),
+        ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"),
+        HandshakeTimeout("the TLS handshake did not finish"),
+    ],
+    ids=["name does not resolve", "certificate", "TLS to a plain port", "handshake timeout"],
+)
+def test_failures_that_fail_the_same_way_every_time_are_not_retried(error: OSError) -> None:
+    fake = Fake(retries=3)
+    fake.core.slot_count = 2
+    fake.chat = [(0.0, error, "")]
+    events, err = fake.run(0)
+    assert isinstance(err, ConnectError) and err.error is error and events == []
+    assert fake.log == ["POST /pre/v1/chat/completions"]
+
+
+def test_a_tls_eof_may_be_a_restart_and_is_retried() -> None:
+    fake = Fake(retries=2)
+    fake.core.slot_count = 2
+    fake.chat = [(0.0, ssl.SSLEOFError(8, "EOF occurred in violation of protocol"), "")]
+    events, err = fake.run(0)
+    assert isinstance(err, ConnectError) and [type(e) for e in events] == [Retrying, Retrying]

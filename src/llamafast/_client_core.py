@@ -586,7 +586,7 @@ class RequestCore:
         deadline = clock() + core.limits.connect_timeout
         if until is not None:
             deadline = min(deadline, max(until, clock()))
-        what = f"{method} {path}"
+        what = f"{method} {core.target.prefix}{path}"
         conn = yield Connect(core.request(method, path, body), deadline)
         try:
             while not conn.parser.head_done:
@@ -673,7 +673,7 @@ class RequestCore:
         core = self.core
         limits = core.limits
         clock = core.clock
-        what = f"POST {core.target.path(CHAT_PATH)}"
+        what = f"POST {core.target.prefix}{CHAT_PATH}"
         request = core.request("POST", CHAT_PATH, self.body)
         while True:
             # A busy slot is silent on the wire: waiting for the first byte is waiting for
