@@ -55,6 +55,11 @@ def _no_delay(sock: socket.socket | None) -> None:
             pass
 
 
+def _connect_timeout() -> TimeoutError:
+    # One message from both drivers (the socket module says "timed out", asyncio nothing).
+    return TimeoutError("the connection did not open within connect_timeout")
+
+
 # --- the sync connection ---------------------------------------------------------------------
 
 
@@ -73,7 +78,10 @@ class _SyncIO:
         conn = cls(None, cls.Parser())  # type: ignore[attr-defined]
         conn.eof = conn.stalled = False
         left = max(0.001, until - time.monotonic())
-        sock = socket.create_connection((target.host, target.port), left)
+        try:
+            sock = socket.create_connection((target.host, target.port), left)
+        except TimeoutError as err:
+            raise _connect_timeout() from err
         try:
             _no_delay(sock)
             if target.scheme == "https":
@@ -81,7 +89,7 @@ class _SyncIO:
                 try:
                     sock = ssl_context().wrap_socket(sock, server_hostname=target.host)
                 except TimeoutError as err:
-                    raise HandshakeTimeout(f"the TLS handshake did not finish: {err}") from err
+                    raise HandshakeTimeout("the TLS handshake did not finish") from err
         except BaseException:
             sock.close()
             raise
@@ -200,8 +208,10 @@ class _AsyncIO:
                 )
         except ConnectionAbortedError as err:  # asyncio's word for a handshake timeout
             if tls is not None and "handshake" in str(err).lower():
-                raise HandshakeTimeout(str(err)) from err
+                raise HandshakeTimeout("the TLS handshake did not finish") from err
             raise
+        except TimeoutError as err:
+            raise _connect_timeout() from err
         return conn
 
     # --- the protocol ------------------------------------------------------------------------
