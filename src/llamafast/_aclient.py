@@ -159,7 +159,21 @@ class AsyncClientStream(StreamState):
                 event = await self._before_stream()
                 if event is not None:
                     return event
-            events = await self._next_events()
+            # The stream: the core reads the next item's events from the connection; the
+            # task sleeps only when there are none yet, one wake-up per arrival.
+            core = self._core
+            while True:
+                events = core.next_events()
+                if events:
+                    if self._watch:
+                        step = core.budget()
+                        if step is not None:
+                            events += await self._side(step)
+                    break
+                if events is None:
+                    self._completion = core.completion
+                    raise StopAsyncIteration
+                await self._conn.pump()
         except StopAsyncIteration:
             self._closed = True
             self._release()
@@ -288,21 +302,3 @@ class AsyncClientStream(StreamState):
         sink = core.start_stream()
         self._chat = sink.assembler
         conn.start_stream(sink, self._core.core.limits.stall_timeout)
-
-    async def _next_events(self) -> list[ChatEvent]:
-        """The events of the body's next item that gives any (the core reads them from the
-        connection); the thinking budget after each; StopAsyncIteration at the end."""
-        core = self._core
-        conn = self._conn
-        while True:
-            events = core.next_events()
-            if events:
-                if self._watch:
-                    step = core.budget()
-                    if step is not None:
-                        events += await self._side(step)
-                return events
-            if events is None:
-                self._completion = core.completion
-                raise StopAsyncIteration
-            await conn.pump()

@@ -151,7 +151,21 @@ class ClientStream(StreamState):
                 event = self._before_stream()
                 if event is not None:
                     return event
-            events = self._next_events()
+            # The stream: the core reads the next item's events from the connection; the
+            # task sleeps only when there are none yet, one wake-up per arrival.
+            core = self._core
+            while True:
+                events = core.next_events()
+                if events:
+                    if self._watch:
+                        step = core.budget()
+                        if step is not None:
+                            events += self._side(step)
+                    break
+                if events is None:
+                    self._completion = core.completion
+                    raise StopIteration
+                self._conn.pump()
         except StopIteration:
             self._closed = True
             self._release()
@@ -280,21 +294,3 @@ class ClientStream(StreamState):
         sink = core.start_stream()
         self._chat = sink.assembler
         conn.start_stream(sink, self._core.core.limits.stall_timeout)
-
-    def _next_events(self) -> list[ChatEvent]:
-        """The events of the body's next item that gives any (the core reads them from the
-        connection); the thinking budget after each; StopIteration at the end."""
-        core = self._core
-        conn = self._conn
-        while True:
-            events = core.next_events()
-            if events:
-                if self._watch:
-                    step = core.budget()
-                    if step is not None:
-                        events += self._side(step)
-                return events
-            if events is None:
-                self._completion = core.completion
-                raise StopIteration
-            conn.pump()
