@@ -361,6 +361,7 @@ def test_trailers_are_skipped(http: Any) -> None:
         (b"HTTP/1.1 200 OK\r\nContent-Length: 0\n", b"Content-Length: 0"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\n", b""),
         (b"\n", b""),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\n", b"HTTP/1.1 200 OK"),
     ],
 )
 def test_a_bare_lf_in_the_head_is_refused_at_once(http: Any, raw: bytes, line: bytes) -> None:

@@ -188,7 +188,7 @@ class ResponseParser:
                 self._seen = end - pos
                 return -1
             if lf == pos or buf[lf - 1] != 13:
-                line = bytes(buf[buf.rfind(b"\n", pos, lf) + 1 : lf])
+                line = bytes(buf[max(pos, buf.rfind(b"\n", pos, lf) + 1) : lf])
                 raise HttpParseError(
                     f"a line of the response head ends in LF without CR: {line[:80]!r}"
                 )
