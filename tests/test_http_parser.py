@@ -1,7 +1,7 @@
 # The rules the response parser reads HTTP/1.1 by, one test (or table) per rule, each run in both
 # twins through the `http` fixture and each case fed whole, one byte at a time and split at
 # random: a rule holds only if all three feeds give the same status, headers, body and error.
-"""ResponseParser read as RFC 9112 says: interim answers, the status line, Content-Length,
+"""How ResponseParser reads HTTP/1.1: interim answers, the status line, Content-Length,
 Transfer-Encoding, chunk lines, the head's line ends and fields, faults after good bytes."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ OK = b"HTTP/1.1 200 OK\r\n"
 CHUNKED = OK + b"Transfer-Encoding: chunked\r\n\r\n"
 
 
-# --- rule 1: interim 1xx answers are skipped; 101 is refused ---------------------------------
+# --- interim 1xx answers are skipped; 101 is refused ----------------------------------------------
 
 FINAL = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"
 
@@ -126,7 +126,7 @@ def test_switching_protocols_is_refused(http: Any) -> None:
     )
 
 
-# --- rule 2: the status line and Content-Length ----------------------------------------------
+# --- the status line and Content-Length -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -245,7 +245,7 @@ def test_bad_content_lengths_are_refused_naming_the_value(
     assert refused(http, raw) == f"Content-Length {says}: {text[:40]!r}"
 
 
-# --- rule 3: Transfer-Encoding ----------------------------------------------------------------
+# --- Transfer-Encoding ----------------------------------------------------------------------------
 
 
 def test_chunked_wins_over_content_length(http: Any) -> None:
@@ -298,7 +298,7 @@ def test_keep_alive(http: Any) -> None:
     assert keep(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\n\r\n")
 
 
-# --- rule 4: chunk lines, the head's line ends, its fields ------------------------------------
+# --- chunk lines, the head's line ends, its fields ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -409,7 +409,7 @@ def test_field_names_are_lower_case_values_trimmed_repeats_joined(http: Any) -> 
     assert got["headers"] == {"x-thing": "a b, c", "empty": "", "content-length": "0"}
 
 
-# --- rule 5: faults after good bytes ----------------------------------------------------------
+# --- faults after good bytes ----------------------------------------------------------------------
 
 GOOD_THEN_BAD = CHUNKED + b"5\r\nhello\r\n3\r\nabcXY\r\n"
 
@@ -509,7 +509,7 @@ def test_the_receiver_hands_out_what_came_before_a_fault(
         assert b"".join(receiver.early) == EVENT
 
 
-# --- rule 6: never outside the buffer ----------------------------------------------------------
+# --- never outside the buffer ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("n", [17, -1, 1 << 40])
@@ -520,7 +520,7 @@ def test_filled_never_reads_past_the_buffer(http: Any, n: int) -> None:
         parser.filled(n)
 
 
-# --- the callers: both clients, the events before a fault, then the fault ---------------------
+# --- the callers: both clients, the events before a fault, then the fault -------------------------
 
 
 @pytest.fixture(params=["sync", "async", "complete"])
