@@ -10,6 +10,7 @@ events, and the asyncio arrival path: pure twin."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,8 +32,9 @@ __all__ = [
 BUFFER = 1 << 16  # the read buffer; also the longest head, chunk-size line and trailer line
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
-_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
-_MAX_SIZE_DIGITS = 15  # a chunk size of at most 15 hex digits fits a signed 64-bit count
+# A chunk size: 1 to 15 hex digits (which fit a signed 64-bit count), optional SP/HT, then
+# nothing or extensions after a `;` (ignored).
+_CHUNK_SIZE = re.compile(rb"([0-9a-fA-F]{1,15})[ \t]*(?:;.*)?", re.DOTALL).fullmatch
 # A Content-Length is counted in a signed 64-bit integer (the Cython twin's), which no body
 # reaches: a larger one is refused, not wrapped.
 MAX_CONTENT_LENGTH = (1 << 63) - 1
@@ -232,18 +234,21 @@ def too_long(state: int, size: int) -> HttpParseError:
 
 def chunk_size(line: bytes) -> int:
     """A chunk-size line without its CRLF: 1 to 15 hex digits, then optional whitespace and
-    extensions after a `;` (ignored). Shared by both twins' messages."""
-    n = 0
-    while n < len(line) and line[n] in _HEX_DIGITS:
-        n += 1
-    rest = line[n:].lstrip(b" \t")
-    if not n or n > _MAX_SIZE_DIGITS or (rest and rest[0] != 59):  # 59: ';'
+    extensions after a `;` (ignored)."""
+    match = _CHUNK_SIZE(line)
+    if match is None:
         raise HttpParseError(f"a chunk size is not a hexadecimal number: {line[:40]!r}")
-    return int(line[:n], 16)
+    return int(match[1], 16)
 
 
-_DIGITS = frozenset(b"0123456789")
-_TCHAR = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# HTTP/1.<digit> SP 3DIGIT [SP reason]: the code is three ASCII digits from 100 to 999; the
+# reason is ignored, but holds no CR or NUL (the rule of a field value). (Each pattern here
+# runs in time linear in the line: no two parts can match the same bytes.)
+_STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([1-9][0-9][0-9])(?: [^\r\x00]*)?").fullmatch
+# The field lines of a head, each a token for the name, the colon right after it, a value with
+# no CR or NUL: the usual head, whose lines need no closer look.
+_PLAIN_FIELDS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*)*").fullmatch
+_TCHARS = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
@@ -252,31 +257,20 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
     for an interim answer (1xx): the final answer's head comes next. Shared by both twins."""
     lines = head.split(b"\r\n")
     line = lines[0]
-    # HTTP/1.<digit> SP 3DIGIT [SP reason]: the code is three ASCII digits from 100 to 999;
-    # the reason is ignored, but holds no CR or NUL (the same rule as a field value)
-    if not (
-        len(line) >= 12
-        and line[:7] == b"HTTP/1."
-        and line[7] in _DIGITS
-        and line[8] == 32
-        and 49 <= line[9] <= 57
-        and line[10] in _DIGITS
-        and line[11] in _DIGITS
-        and (len(line) == 12 or line[12] == 32)
-        and b"\r" not in line
-        and b"\0" not in line
-    ):
+    match = _STATUS_LINE(line)
+    if match is None:
         raise HttpParseError(f"not an HTTP/1.1 status line: {line[:80]!r}")
-    status = int(line[9:12])
+    status = int(match[2])
     if status == 101:  # we never ask to upgrade
         raise HttpParseError(
             f"the server switched protocols, which was not asked for: {line[:80]!r}"
         )
-    headers = _fields(lines)
+    headers = _fields(head, lines)
     if status < 200:  # interim: no body, whatever its fields say
         return status, headers, True, _CLOSE, 0, _HEAD
-    tokens = {t.strip(" \t").lower() for t in headers.get("connection", "").split(",")}
-    http_1_0 = line[7] == 48  # its connections close unless the server says keep-alive
+    connection = headers.get("connection", "").lower()
+    tokens = _tokens(connection) if "," in connection else (connection,)
+    http_1_0 = match[1] == b"0"  # its connections close unless the server says keep-alive
     keep_alive = "keep-alive" in tokens if http_1_0 else "close" not in tokens
     if status in (204, 304):  # no body, whatever the fields say
         return status, headers, keep_alive, _CLOSE, 0, _DONE
@@ -287,8 +281,7 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
         # We send neither TE nor Accept-Encoding, so chunked is the only coding a server may
         # apply. Any other (gzip, or a final coding that is not chunked, whose body would run
         # until close) is one we cannot decode: refused, never handed out as the body.
-        names = [c.strip(" \t").lower() for c in codings.split(",")]
-        if [c for c in names if c] != ["chunked"]:
+        if codings != "chunked" and _tokens(codings) != ["chunked"]:
             raise HttpParseError(
                 f"a Transfer-Encoding other than chunked, which was not asked for: {codings[:40]!r}"
             )
@@ -300,33 +293,45 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
     return status, headers, keep_alive, _CLOSE, -1, _DATA
 
 
-def _fields(lines: list[bytes]) -> dict[str, str]:
+def _tokens(value: str) -> list[str]:
+    """A comma-separated list, lower-cased, without its empty elements."""
+    return [t for t in (t.strip(" \t").lower() for t in value.split(",")) if t]
+
+
+def _fields(head: bytes, lines: list[bytes]) -> dict[str, str]:
     """The field lines after the status line: names are tokens (no whitespace before the
     colon), lower-cased; values lose their surrounding SP/HT and hold no CR or NUL; a line
     that starts with SP/HT continues the one before (obs-fold, joined with one SP); a field
     repeated is one comma-separated list, in order."""
-    fields: list[list[Any]] = []
+    headers: dict[str, str] = {}
+    if _PLAIN_FIELDS(head, len(lines[0])) is not None:  # the usual head: no line to look into
+        for raw in lines[1:]:
+            name, _, value = raw.partition(b":")
+            key = name.lower().decode("latin-1")
+            text = value.strip(b" \t").decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        return headers
+    key = ""  # the last field's name, which a folded line continues
     for raw in lines[1:]:
-        if raw[:1] in (b" ", b"\t"):
-            if not fields:
+        if raw[:1] in (b" ", b"\t"):  # obs-fold
+            if not key:
                 raise HttpParseError(f"a folded header line with no header before it: {raw[:80]!r}")
             value = raw
         else:
             name, colon, value = raw.partition(b":")
             if not colon:
                 raise HttpParseError(f"a header line without a colon: {raw[:80]!r}")
-            if not name or not _TCHAR.issuperset(name):
+            if not name or name.translate(None, _TCHARS):
                 raise HttpParseError(f"a header name is not a token: {raw[:80]!r}")
         if b"\r" in value or b"\0" in value:
             raise HttpParseError(f"a header value holds a CR or NUL: {raw[:80]!r}")
+        text = value.strip(b" \t").decode("latin-1")
         if value is raw:
-            fields[-1][1] = fields[-1][1].rstrip(b" \t") + b" " + raw.lstrip(b" \t")
-        else:
-            fields.append([name.lower().decode("latin-1"), value.lstrip(b" \t")])
-    headers: dict[str, str] = {}
-    for name, value in fields:
-        text = value.rstrip(b" \t").decode("latin-1")
-        headers[name] = f"{headers[name]}, {text}" if name in headers else text
+            if text:  # the end of the value so far is the end of the line it continues
+                headers[key] = f"{headers[key]} {text}"
+            continue
+        key = name.lower().decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
     return headers
 
 
