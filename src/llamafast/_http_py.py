@@ -313,10 +313,11 @@ def _fields(head: bytes, lines: list[bytes]) -> dict[str, str]:
         return headers
     key = ""  # the last field's name, which a folded line continues
     for raw in lines[1:]:
-        if raw[:1] in (b" ", b"\t"):  # obs-fold
+        folded = raw[:1] in (b" ", b"\t")  # obs-fold: it continues the line before
+        if folded:
             if not key:
                 raise HttpParseError(f"a folded header line with no header before it: {raw[:80]!r}")
-            value = raw
+            name, value = b"", raw
         else:
             name, colon, value = raw.partition(b":")
             if not colon:
@@ -326,12 +327,11 @@ def _fields(head: bytes, lines: list[bytes]) -> dict[str, str]:
         if b"\r" in value or b"\0" in value:
             raise HttpParseError(f"a header value holds a CR or NUL: {raw[:80]!r}")
         text = value.strip(b" \t").decode("latin-1")
-        if value is raw:
-            if text:  # the end of the value so far is the end of the line it continues
-                headers[key] = f"{headers[key]} {text}"
-            continue
-        key = name.lower().decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        if not folded:
+            key = name.lower().decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        elif text:  # the value so far ends with the line this one continues
+            headers[key] = f"{headers[key]} {text}"
     return headers
 
 
