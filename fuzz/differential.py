@@ -1,6 +1,6 @@
 """Differential fuzzing: the Cython twin must do exactly what the pure twin does.
 
-Three targets, each case run through both twins and compared:
+Four targets, each case run through both twins and compared:
 
   sse       byte streams (SSE-shaped, raw, and the recordings' bodies mutated byte by byte), split
             at random points, through every entry point of the reader (SseDecoder, Events over
@@ -11,10 +11,15 @@ Three targets, each case run through both twins and compared:
             events, state, Completion, error class and message.
   chat      whole bodies (the recordings, mutated by line and by byte) read by both ChatStreams
             and aiter_chat, split at random: the same events, state and Completion or error.
+  http      whole responses (generated status lines, fields, Content-Length and
+            Transfer-Encoding values, chunked framing and interim heads, and the recordings
+            mutated byte by byte) through both ResponseParsers at random splits and buffer sizes,
+            the body on to both Sinks: the same head, body, events and error, every error ours,
+            and the parser's result the same however the bytes are split.
 
 The generators and the comparisons are those of tests/test_sse_differential.py,
-tests/test_assemble_differential.py and tests/_sse_feed.py; this file adds the byte-level
-mutations of the recorded fixtures and the two ways to run:
+tests/test_assemble_differential.py, tests/test_http_differential.py and tests/_sse_feed.py;
+this file adds the byte-level mutations of the recorded fixtures and the two ways to run:
 
   python fuzz/differential.py --seconds 150
       hypothesis, time-bounded, new random cases every run (.ci/sanitize runs this under
@@ -76,20 +81,22 @@ PY: Any = None
 C: Any = None
 SSE_FEED: Any = None
 ASM_T: Any = None
+HTTP_T: Any = None
 
 
 def setup() -> None:
-    global PY, C, SSE_FEED, ASM_T
+    global PY, C, SSE_FEED, ASM_T, HTTP_T
     sys.path.insert(0, str(ROOT / "tests"))
     import _sse_feed
     import conftest
     import test_assemble_differential
+    import test_http_differential
 
     c_impl = conftest._cython_namespace()
     if isinstance(c_impl, str):
         raise SystemExit(f"fuzz: {c_impl}: nothing to compare the pure twin with")
     PY, C = conftest._python_namespace(), c_impl
-    SSE_FEED, ASM_T = _sse_feed, test_assemble_differential
+    SSE_FEED, ASM_T, HTTP_T = _sse_feed, test_assemble_differential, test_http_differential
 
 
 def bodies() -> dict[str, bytes]:
@@ -128,6 +135,11 @@ def check_chat(body: bytes, sizes: list[int], max_line: int) -> None:
     pieces = [bytes(p) for p in iter(lambda: reader.read(65536), b"")]
     want = ASM_T.run_async_chat(PY, pieces, max_line)
     assert ASM_T.run_async_chat(C, pieces, max_line) == want, (sizes, max_line)
+
+
+def check_http(raw: bytes, cuts: list[int], size: int, max_line: int) -> None:
+    COUNTS["http"] += 1
+    HTTP_T.assert_twins_agree(raw, cuts, size, max_line)
 
 
 def as_str_or_bytes(payload: bytes, as_str: bool) -> str | bytes:
@@ -222,7 +234,17 @@ def hypothesis_targets(batch: int, shrink: bool) -> list[tuple[str, Callable[[],
     def chat(case: tuple[bytes, list[int], int]) -> None:
         check_chat(*case)
 
-    return [("sse", sse), ("assemble", assemble), ("chat", chat)]
+    @quiet
+    @given(
+        raw=st.one_of(HTTP_T.response(), HTTP_T.mutated_recording()),
+        data=st.data(),
+        size=HTTP_T.SIZES,
+        max_line=HTTP_T.MAX_LINES,
+    )
+    def http(raw: bytes, data: st.DataObject, size: int, max_line: int) -> None:
+        check_http(raw, data.draw(HTTP_T.cuts_for(raw)), size, max_line)
+
+    return [("sse", sse), ("assemble", assemble), ("chat", chat), ("http", http)]
 
 
 def run_hypothesis(seconds: float, batch: int, shrink: bool) -> None:
@@ -242,11 +264,11 @@ MAX_LINES = [1 << 20, 600, 64, 7]
 
 def one_input(data: bytes) -> None:
     """One atheris input: byte 0 picks the target, bytes 1-3 seed the split points, the
-    max_line and str-or-bytes; the rest is the stream (sse, chat) or the payloads, one a
-    line (assemble)."""
+    max_line, str-or-bytes and the buffer size; the rest is the stream (sse, chat), the
+    payloads, one a line (assemble), or the whole response (http)."""
     if len(data) < 4:
         return
-    target = data[0] % 3
+    target = data[0] % 4
     rng = random.Random(int.from_bytes(data[1:4], "little"))
     rest = data[4:]
     max_line = MAX_LINES[data[1] % len(MAX_LINES)]
@@ -255,17 +277,23 @@ def one_input(data: bytes) -> None:
         check_sse(SSE_FEED.chunks_of(rest, cuts), max_line)
     elif target == 1:
         check_assemble([as_str_or_bytes(p, rng.random() < 0.5) for p in rest.split(b"\n")])
-    else:
+    elif target == 2:
         check_chat(rest, [rng.randrange(1, 700) for _ in range(rng.randrange(4))], max_line)
+    else:
+        cuts = [rng.randrange(len(rest) + 1) for _ in range(rng.randrange(8))]
+        check_http(rest, cuts, rng.choice([24, 64, 257, 4096, 1 << 16]), max_line)
 
 
 def seed_corpus() -> None:
-    """fuzz/corpus/: each recording as an sse case, a chat case and its payloads as an
-    assemble case (kept between runs: atheris adds what it finds)."""
+    """fuzz/corpus/: each recording as an sse case, a chat case, an http case (the whole
+    response) and its payloads as an assemble case (kept between runs: atheris adds what it
+    finds)."""
     CORPUS.mkdir(exist_ok=True)
     for name, body in bodies().items():
         (CORPUS / f"sse-{name}").write_bytes(bytes([0, 0, 0, 0]) + body[:20000])
         (CORPUS / f"chat-{name}").write_bytes(bytes([2, 0, 0, 0]) + body[:20000])
+    for name, raw in HTTP_T.RECORDINGS.items():
+        (CORPUS / f"http-{name}").write_bytes(bytes([3, 0, 0, 0]) + raw[:20000])
     for name, seq in recorded_payloads().items():
         (CORPUS / f"assemble-{name}").write_bytes(bytes([1, 0, 0, 0]) + b"\n".join(seq[:40]))
 
@@ -312,7 +340,7 @@ def main() -> None:
         run_hypothesis(args.seconds, args.batch, args.shrink)
     finally:
         took = time.monotonic() - started
-        counts = ", ".join(f"{k} {COUNTS[k]}" for k in ("sse", "assemble", "chat"))
+        counts = ", ".join(f"{k} {COUNTS[k]}" for k in ("sse", "assemble", "chat", "http"))
         print(f"fuzz: {counts} cases, each through both twins, in {took:.0f} s")
 
 

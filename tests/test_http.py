@@ -50,6 +50,8 @@ def parse(
             pos += n
             for piece in parser.filled(n):
                 body += piece
+    if parser.fault is not None:  # found after body bytes: raised by the next call
+        raise parser.fault
     return parser, bytes(body)
 
 

@@ -17,7 +17,7 @@ from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
 
 from ._assemble_c import PADDING
 from ._errors import TruncatedError
-from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head
+from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head, too_long
 from ._sse_py import busy_error, uninitialised_error
 
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
@@ -37,6 +37,9 @@ cdef enum:
     DONE = 5
 
 cdef enum:
+    MAX_SIZE_DIGITS = 15  # a chunk size of at most 15 hex digits fits the signed 64-bit count
+
+cdef enum:
     CHUNKED = 0
     LENGTH = 1
     CLOSE = 2
@@ -53,13 +56,15 @@ cdef inline int _hex(unsigned char c) noexcept:
 
 
 cdef class ResponseParser:
-    """The head (`status`, `headers` with lower-case names) and the body of one response."""
+    """The head (`status`, `headers` with lower-case names) and the body of one response
+    (see the pure twin: interim answers skipped, faults latched in `fault`)."""
 
     cdef bytearray _buf
     cdef object _view
-    cdef Py_ssize_t _size, _start, _end
+    cdef Py_ssize_t _size, _start, _end, _seen
     cdef int _state, _framing
     cdef long long _left
+    cdef object _fault
     cdef public int status
     cdef public dict headers
     cdef public bint keep_alive
@@ -70,6 +75,7 @@ cdef class ResponseParser:
         self._buf = bytearray()
         self._view = memoryview(self._buf)
         self._size = 0
+        self._fault = None
         self.headers = {}
 
     def __init__(self, Py_ssize_t size=BUFFER):
@@ -78,9 +84,11 @@ cdef class ResponseParser:
         self._size = size
         self._start = 0
         self._end = 0
+        self._seen = 0  # bytes after _start already scanned for the end of the head or line
         self._state = HEAD
         self._framing = CLOSE
         self._left = 0
+        self._fault = None
         self.status = 0
         self.headers = {}
         self.keep_alive = True
@@ -93,6 +101,11 @@ cdef class ResponseParser:
     def done(self):
         return self._state == DONE
 
+    @property
+    def fault(self):
+        """The parse error found so far (None until then); every later call raises it."""
+        return self._fault
+
     def free(self):
         """Where the transport writes next (at least one byte)."""
         return self._free()
@@ -100,6 +113,8 @@ cdef class ResponseParser:
     cdef object _free(self):
         cdef char* buf
         cdef Py_ssize_t start = self._start, end = self._end
+        if self._fault is not None:
+            raise self._fault
         if start:
             if start < end:
                 buf = PyByteArray_AS_STRING(self._buf)
@@ -107,8 +122,8 @@ cdef class ResponseParser:
             self._start = 0
             self._end = end - start
         if self._end == self._size:
-            what = "head" if self._state == HEAD else "chunk-size line"
-            raise HttpParseError(f"the response's {what} is longer than {self._size} bytes")
+            self._fault = too_long(self._state, self._size)
+            raise self._fault
         return self._view[self._end:]
 
     def filled(self, Py_ssize_t n):
@@ -118,22 +133,32 @@ cdef class ResponseParser:
 
     cdef list _filled(self, Py_ssize_t n):
         cdef list out = []
-        cdef char* buf
-        cdef Py_ssize_t pos = self._start, end, at, eol, take
-        cdef int state
+        cdef Py_ssize_t pos
         # More than was free would scan past the buffer: refused, as in the pure twin.
         if not 0 <= n <= self._size - self._end:
             raise ValueError(f"filled({n}) with {self._size - self._end} bytes free")
-        buf = PyByteArray_AS_STRING(self._buf)
+        if self._fault is not None:
+            raise self._fault
         self._end += n
-        end = self._end
+        pos = self._run(PyByteArray_AS_STRING(self._buf), self._start, self._end, out)
+        if pos < 0:  # a fault, latched: raised now only if no body bytes came before it
+            if not out:
+                raise self._fault
+            return out
+        self._start = pos
+        return out
+
+    cdef Py_ssize_t _run(self, char* buf, Py_ssize_t pos, Py_ssize_t end, list out) except -2:
+        """The bytes from `pos` to `end`: the body's views appended to `out`; where the next
+        unconsumed byte is, or -1 after latching a fault in `_fault`."""
+        cdef Py_ssize_t stop, eol, take
+        cdef int state
         while pos < end:
             state = self._state
             if state == DATA:
                 if self._framing == CLOSE:
                     out.append(self._view[pos:end])
-                    pos = end
-                    break
+                    return end
                 take = end - pos
                 if self._left < take:
                     take = <Py_ssize_t>self._left
@@ -142,74 +167,136 @@ cdef class ResponseParser:
                 self._left -= take
                 if not self._left:
                     self._state = DATA_END if self._framing == CHUNKED else DONE
+            elif state == DATA_END:
+                if end - pos < 2:
+                    break
+                if buf[pos] != 13 or buf[pos + 1] != 10:
+                    self._fault = HttpParseError(
+                        f"a chunk does not end with CRLF: {buf[pos:pos + 2]!r}"
+                    )
+                    return -1
+                pos += 2
+                self._state = SIZE
             elif state == HEAD:
-                at = self._buf.find(b"\r\n\r\n", pos, end)
-                if at < 0:
+                stop = self._head_end(buf, pos, end)
+                if stop == -1:
                     break
-                head = parse_head(bytes(self._buf[pos:at]))
-                self.status = head[0]
-                self.headers = head[1]
-                self.keep_alive = head[2]
-                self._framing = head[3]
-                self._left = head[4]
-                self._state = head[5]
-                pos = at + 4
+                if stop < 0:
+                    return -1
+                try:
+                    self._head(buf[pos:stop])
+                except HttpParseError as err:
+                    self._fault = err
+                    return -1
+                pos = stop + 4 if stop > pos else stop + 2
             elif state == DONE:
-                pos = end
+                return end  # bytes after the body are not ours
             else:
-                eol = _find_nl(buf, pos, end)
+                eol = _find_nl(buf, pos + self._seen, end)
                 if eol < 0:
+                    self._seen = end - pos
                     break
-                self._line(state, buf, pos, eol)
+                self._seen = 0
+                if self._line(state, buf, pos, eol) < 0:
+                    return -1
                 pos = eol + 1
-        self._start = pos
-        return out
+        return pos
 
-    cdef int _line(self, int state, char* buf, Py_ssize_t pos, Py_ssize_t eol) except -1:
-        cdef Py_ssize_t stop = eol, a, b, i
+    cdef Py_ssize_t _head_end(self, char* buf, Py_ssize_t pos, Py_ssize_t end) except -2:
+        """Where the head that starts at `pos` ends (as the pure twin's), -1 when it has not
+        all come, -3 after latching the fault of a bare LF."""
+        cdef Py_ssize_t at = pos + self._seen, lf, start
+        while True:
+            lf = _find_nl(buf, at, end)
+            if lf < 0:
+                self._seen = end - pos
+                return -1
+            if lf == pos or buf[lf - 1] != 13:
+                start = lf
+                while start > pos and buf[start - 1] != 10:
+                    start -= 1
+                line = buf[start:lf]
+                self._fault = HttpParseError(
+                    f"a line of the response head ends in LF without CR: {line[:80]!r}"
+                )
+                return -3
+            if lf == pos + 1:  # the first line is empty
+                self._seen = 0
+                return pos
+            if buf[lf - 2] == 10:  # an empty line after the fields: the head ends
+                self._seen = 0
+                return lf - 3
+            at = lf + 1
+
+    cdef int _head(self, bytes head) except -1:
+        result = parse_head(head)
+        if result[5] == HEAD:  # an interim answer: the final one comes next
+            return 0
+        self.status = result[0]
+        self.headers = result[1]
+        self.keep_alive = result[2]
+        self._framing = result[3]
+        self._left = result[4]
+        self._state = result[5]
+        return 0
+
+    cdef int _line(self, int state, char* buf, Py_ssize_t pos, Py_ssize_t eol) except -2:
+        """A chunk-size or trailer line (as the pure twin's): 0, or -1 after latching its
+        fault. Both end in CRLF, with no other CR."""
+        cdef Py_ssize_t stop = eol, i
         cdef long long size = 0
         cdef int d
-        while stop > pos and buf[stop - 1] == 13:  # the line without its trailing CRs
-            stop -= 1
+        cdef bint crlf = eol > pos and buf[eol - 1] == 13
+        if crlf:
+            stop = eol - 1
+            crlf = memchr(buf + pos, 13, stop - pos) == NULL
         if state == SIZE:
-            b = pos
-            while b < stop and buf[b] != 59:  # up to the first ';'
-                b += 1
-            a = pos
-            while a < b and (buf[a] == 32 or buf[a] == 9):
-                a += 1
-            while b > a and (buf[b - 1] == 32 or buf[b - 1] == 9):
-                b -= 1
-            if a == b or b - a > 15:
-                self._bad_size(buf, pos, stop)
-            for i in range(a, b):
+            if not crlf:
+                self._fault = _line_error(
+                    "a chunk-size line does not end with CRLF", buf, pos, stop
+                )
+                return -1
+            i = pos
+            while i < stop:
                 d = _hex(<unsigned char>buf[i])
                 if d < 0:
-                    self._bad_size(buf, pos, stop)
-                size = size * 16 + d
+                    break
+                if i - pos < MAX_SIZE_DIGITS:  # more digits are refused below, unsummed
+                    size = size * 16 + d
+                i += 1
+            d = <int>(i - pos)  # the digits
+            while i < stop and (buf[i] == 32 or buf[i] == 9):
+                i += 1
+            if d == 0 or d > MAX_SIZE_DIGITS or (i < stop and buf[i] != 59):
+                self._fault = _line_error(
+                    "a chunk size is not a hexadecimal number", buf, pos, stop
+                )
+                return -1
             if size:
                 self._left = size
                 self._state = DATA
             else:
                 self._state = TRAILER
-        elif state == DATA_END:
-            if stop > pos:
-                line = buf[pos:stop]
-                raise HttpParseError(f"a chunk does not end with CRLF: {line[:40]!r}")
-            self._state = SIZE
-        elif stop == pos:  # the blank line after the trailers
-            self._state = DONE
+        else:  # a trailer field (skipped), or the blank line after them
+            if not crlf:
+                self._fault = _line_error("a trailer line does not end with CRLF", buf, pos, stop)
+                return -1
+            if stop == pos:
+                self._state = DONE
         return 0
 
-    cdef int _bad_size(self, char* buf, Py_ssize_t pos, Py_ssize_t stop) except -1:
-        line = buf[pos:stop]
-        raise HttpParseError(f"a chunk size is not a hexadecimal number: {line[:40]!r}")
-
     def eof(self):
+        if self._fault is not None:
+            raise self._fault
         if self._state == HEAD:
             raise HttpParseError("the connection closed before a complete response head")
         if self._state != DONE and self._framing != CLOSE:
             raise TruncatedError()
+
+
+cdef object _line_error(str what, char* buf, Py_ssize_t pos, Py_ssize_t stop):
+    line = buf[pos:stop]
+    return HttpParseError(f"{what}: {line[:40]!r}")
 
 
 cdef inline Py_ssize_t _find_nl(char* buf, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -334,7 +421,8 @@ cdef class Sink:
 cdef class Receiver:
     """The arrival path of an asyncio BufferedProtocol reading one response (see the pure
     twin): the parser's buffer out, each arrival parsed, decoded into the Sink once one is
-    attached, and the waiting task woken once."""
+    attached, a parse fault failed only after the bytes before it, and the waiting task woken
+    once."""
 
     cdef public object loop, transport, error, waiter, deliver
     cdef public ResponseParser parser
@@ -395,6 +483,9 @@ cdef class Receiver:
                 if sink._backlog() > BACKLOG_BYTES and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
+        if self.parser._fault is not None:  # found after the body bytes just handed on
+            self._fail(self.parser._fault)
+            return
         deliver = self.deliver
         if deliver is not None:
             deliver()
