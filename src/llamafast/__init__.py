@@ -10,30 +10,15 @@ from typing import TYPE_CHECKING
 
 # Every public name comes from `llamafast.pure`, so the two lists cannot drift apart: values,
 # errors, config, build_body and the clients are the same objects; the twins and IMPLEMENTATION
-# are replaced below when the Cython extensions are built.
+# are the ones `_twins` selected (the Cython ones when the extensions are built).
 from .pure import *  # noqa: F403
 from .pure import __all__ as __all__
 
-from ._compat import IMPLEMENTATION as IMPLEMENTATION  # isort: skip
-from ._compat import USE_EXTENSIONS  # isort: skip
+from . import _twins  # isort: skip
 
-if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._assemble_py import Assembler as Assembler
-    from ._chat_py import AsyncChatStream as AsyncChatStream
-    from ._chat_py import ChatStream as ChatStream
-    from ._chat_py import aiter_chat as aiter_chat
-    from ._sse_py import Events as Events
-    from ._sse_py import SseDecoder as SseDecoder
-    from ._sse_py import aiter_events as aiter_events
-    from ._sse_py import iter_events as iter_events
-else:
-    from ._assemble_c import Assembler as Assembler
-    from ._chat_c import AsyncChatStream as AsyncChatStream
-    from ._chat_c import ChatStream as ChatStream
-    from ._chat_c import aiter_chat as aiter_chat
-    from ._sse_c import Events as Events
-    from ._sse_c import SseDecoder as SseDecoder
-    from ._sse_c import aiter_events as aiter_events
-    from ._sse_c import iter_events as iter_events
+IMPLEMENTATION: str = _twins.SELECTED.IMPLEMENTATION
+
+if not TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
+    globals().update((name, getattr(_twins.SELECTED, name)) for name in _twins.PUBLIC)
 
 __version__ = "0.1.0"

@@ -16,8 +16,8 @@ from ._assemble_c cimport Assembler
 from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, BoundReader, SseDecoder
 
 from ._assemble_c import PADDING
-from ._sse_c import MAX_LINE
-from ._sse_py import CancelledReadError, busy_error, uninitialised_error
+from ._errors import CancelledReadError, busy_error, uninitialised_error
+from ._limits import MAX_LINE
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
 

@@ -25,6 +25,7 @@ from ._errors import (
     InferError,
     LineTooLongError,
     LoadTimeoutError,
+    NotHttp,
     NotUtf8Error,
     ProtocolError,
     SseIoError,
@@ -153,10 +154,6 @@ class CloseResponse:
 class Head:
     status: int
     content_type: str
-
-
-class NotHttp(Exception):
-    """Thrown in by a transport: what the server sent is not an HTTP answer (the detail)."""
 
 
 # --- the server's address and small rules -----------------------------------------------------

@@ -16,9 +16,9 @@ from ._assemble_c cimport Assembler
 from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
 
 from ._assemble_c import PADDING
-from ._errors import TruncatedError
-from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head
-from ._sse_py import busy_error, uninitialised_error
+from ._errors import HttpParseError, TruncatedError, busy_error, uninitialised_error
+from ._http_py import parse_head
+from ._limits import BACKLOG, BUFFER
 
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).

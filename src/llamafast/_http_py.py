@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._assemble_py import Assembler
-from ._errors import TruncatedError
+from ._errors import HttpParseError, TruncatedError
+from ._limits import BACKLOG, BUFFER
 from ._sse_py import SseDecoder
 from ._values import ChatEvent, Completion
 
@@ -28,15 +29,9 @@ __all__ = [
     "parse_head",
 ]
 
-BUFFER = 1 << 16  # the read buffer; also the longest head and chunk-size line accepted
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
-BACKLOG = 1 << 21  # bytes of body a slow consumer has not taken before reading pauses
-
-
-class HttpParseError(ValueError):
-    """What the server sent is not an HTTP/1.1 response (the message says where)."""
 
 
 class ResponseParser:

@@ -7,16 +7,17 @@ needs only the standard library. The clients are shared, so they read with the t
 level selected (`llamafast.IMPLEMENTATION`).
 """
 
+from typing import TYPE_CHECKING
+
 # This module itself: `llamafast.pure.pure`, as the top level has `llamafast.pure`.
-from . import pure
+from . import _twins, pure
 from ._aclient import AsyncClient, AsyncClientStream
-from ._assemble_py import Assembler
 from ._body import build_body
-from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
 from ._client import Client, ClientStream
 from ._config import Config, InferConfig, Limits
 from ._errors import (
     BusyError,
+    CancelledReadError,
     ConnectError,
     HttpError,
     InferError,
@@ -34,7 +35,6 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
 )
-from ._sse_py import Events, SseDecoder, aiter_events, iter_events
 from ._values import (
     DONE,
     Assistant,
@@ -61,7 +61,16 @@ from ._values import (
     Waiting,
 )
 
-IMPLEMENTATION = "python"
+# The twins: the pure one of every public twinned name, as `_twins` lists them (a type checker
+# reads the same objects from their modules).
+if TYPE_CHECKING:
+    from ._assemble_py import Assembler
+    from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
+    from ._sse_py import Events, SseDecoder, aiter_events, iter_events
+else:
+    globals().update((name, getattr(_twins.PURE, name)) for name in _twins.PUBLIC)
+
+IMPLEMENTATION = _twins.PURE.IMPLEMENTATION
 """Which twins these names are: "python" here; "cython" or "python" in `llamafast`."""
 
 __all__ = [
@@ -73,6 +82,7 @@ __all__ = [
     "AsyncClient",
     "AsyncClientStream",
     "BusyError",
+    "CancelledReadError",
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",

@@ -1,0 +1,84 @@
+"""One boundary between the twins: `llamafast._twins` lists every twinned name with the module
+pair that defines it, and holds the pure twin, the Cython twin (or why it is missing) and the
+one the package exports. Nothing else picks a twin by module name."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from llamafast import _compat, _twins
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_public_names_are_twinned_names() -> None:
+    assert set(_twins.PUBLIC) <= set(_twins.STEMS)
+    assert set(_twins.PUBLIC) <= set(llamafast.__all__)
+    # The rest are the transport's, internal.
+    assert not (set(_twins.STEMS) - set(_twins.PUBLIC)) & set(llamafast.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(_twins.STEMS))
+def test_the_pure_twin_of_each_name_is_its_py_module_s(name: str) -> None:
+    module = importlib.import_module(f"llamafast.{_twins.STEMS[name]}_py")
+    assert getattr(_twins.PURE, name) is getattr(module, name)
+    assert getattr(_twins.PURE, name).__module__ == module.__name__
+
+
+@pytest.mark.parametrize("name", sorted(_twins.STEMS))
+def test_the_cython_twin_of_each_name_is_its_c_module_s(c_impl: _twins.Twin, name: str) -> None:
+    module = importlib.import_module(f"llamafast.{_twins.STEMS[name]}_c")
+    assert getattr(c_impl, name) is getattr(module, name)
+    assert c_impl is _twins.CYTHON and c_impl.IMPLEMENTATION == "cython"
+
+
+def test_cython_is_there_or_says_why() -> None:
+    assert (_twins.CYTHON is None) == (_twins.CYTHON_MISSING is not None)
+    assert _twins.PURE.IMPLEMENTATION == "python"
+
+
+def test_the_package_exports_the_selected_twin() -> None:
+    expected = _twins.CYTHON if _compat.USE_EXTENSIONS else _twins.PURE
+    assert _twins.SELECTED is expected
+    assert llamafast.IMPLEMENTATION == _twins.SELECTED.IMPLEMENTATION
+    for name in _twins.PUBLIC:
+        assert getattr(llamafast, name) is getattr(_twins.SELECTED, name), name
+        assert getattr(llamafast.pure, name) is getattr(_twins.PURE, name), name
+
+
+def test_a_twin_lists_every_name_and_is_read_only() -> None:
+    assert [name for name, _ in _twins.PURE] == list(_twins.STEMS)
+    with pytest.raises(AttributeError, match="read-only"):
+        _twins.PURE.Assembler = object  # type: ignore[misc]
+    assert repr(_twins.PURE) == "<llamafast twin 'python'>"
+
+
+# Files that another change rewrites to read `_twins` (the clients' transport).
+BEING_REWRITTEN = {"src/llamafast/_transport.py"}
+# Where the choice is made, proved (in fresh interpreters, by module name) and checked (this
+# file), and where each module's own constants are checked against `_limits`.
+DECIDE = {"_compat.py", "_twins.py", "test_selection.py", "test_twins.py", "test_limits.py"}
+# `from ._sse_c import`, `llamafast._http_c`, `"_chat_c"`: a twin picked by its module's name.
+PICKS = re.compile(r"""(\bimport\b.*|[."'])_(sse|assemble|chat|http)_c\b""")
+
+
+def test_no_other_module_picks_a_twin_by_module_name() -> None:
+    # The Cython twin's own modules cimport each other, and a test of one module's internals
+    # (its C-level helpers, a leak check in a child interpreter) names that module: those are
+    # not a choice between the twins. The lines allowed say so with "internals".
+    found = []
+    for top in ("src/llamafast", "tests"):
+        for path in sorted((ROOT / top).glob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in BEING_REWRITTEN or path.name in DECIDE:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if PICKS.search(line) and "internals" not in line:
+                    found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "read llamafast._twins instead:\n" + "\n".join(found)
