@@ -16,7 +16,7 @@ from .pure import __all__ as __all__
 
 from . import _twins  # isort: skip
 
-IMPLEMENTATION: str = _twins.SELECTED.IMPLEMENTATION
+IMPLEMENTATION = _twins.SELECTED.IMPLEMENTATION
 
 if not TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
     globals().update((name, getattr(_twins.SELECTED, name)) for name in _twins.PUBLIC)
