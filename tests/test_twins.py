@@ -82,3 +82,18 @@ def test_no_other_module_picks_a_twin_by_module_name() -> None:
                 if PICKS.search(line) and "internals" not in line:
                     found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "read llamafast._twins instead:\n" + "\n".join(found)
+
+
+# --- the twins read side by side: the assembler's steps ----------------------------------------
+
+STEPS = ["_fold", "_delta", "_tool_calls", "_commit"]
+
+
+def test_the_pure_assembler_has_the_cython_assembler_s_steps_in_its_order() -> None:
+    # The Cython twin's cdef functions, in the order its source defines them...
+    source = (ROOT / "src/llamafast/_assemble_c.pyx").read_text(encoding="utf-8")
+    defined = re.findall(r"^cdef \w+ (_\w+)\(", source, flags=re.MULTILINE)
+    assert [name for name in defined if name in STEPS] == STEPS
+    # ...are the pure twin's methods, in the same order.
+    methods = [name for name in vars(_twins.PURE.Assembler) if name in STEPS]
+    assert methods == STEPS

@@ -173,6 +173,7 @@ class Assembler:
             self._busy.release()
 
     def _push(self, data: str | bytes) -> list[ChatEvent]:
+        """The payload as text and as UTF-8, each from the other, parsed strictly; then _fold."""
         if type(data) is not str and type(data) is not bytes:
             # A subclass is taken as the plain str or bytes it converts to (as the Cython twin
             # does): its own __repr__ or methods never shape a message or HttpError's body.
@@ -198,6 +199,16 @@ class Assembler:
             chunk = _parse(text, raw)
         except (ValueError, RecursionError) as err:
             raise _bad(f"the chunk is not valid JSON ({err})", data) from None
+        return self._fold(chunk, text, data)
+
+    # The chunk's checks and its fold, split as the Cython twin splits them (_fold, _delta,
+    # _tool_calls, _commit: the same names, in the same order, with the same responsibilities),
+    # so that the twins read side by side. Nothing changes the state before _fold has checked
+    # the whole chunk: _delta and _tool_calls only append events, and _commit folds them in.
+
+    def _fold(self, chunk: Any, text: str, data: str | bytes) -> list[ChatEvent]:
+        """A parsed chunk's events: its top-level fields checked, its choices read (each delta
+        by _delta), and, once all of it is valid, the state updated (_commit)."""
         if type(chunk) is not dict:  # docs/assembler.md, rule SHAPE: a JSON object
             raise _bad(f"the chunk is {_kind(chunk)}, not a JSON object", data)
 
@@ -246,8 +257,13 @@ class Assembler:
                 _count(cache_n, "timings.cache_n", data)
                 _count(prompt_n, "timings.prompt_n", data)
                 _count(predicted_n, "timings.predicted_n", data)
-            prompt_ms = _millis(timings.get("prompt_ms", 0.0), "timings.prompt_ms", data)
-            predicted_ms = _millis(timings.get("predicted_ms", 0.0), "timings.predicted_ms", data)
+            # A non-negative float is taken as it is, here; _millis decides every other value.
+            prompt_ms = timings.get("prompt_ms", 0.0)
+            if type(prompt_ms) is not float or not prompt_ms >= 0.0:
+                prompt_ms = _millis(prompt_ms, "timings.prompt_ms", data)
+            predicted_ms = timings.get("predicted_ms", 0.0)
+            if type(predicted_ms) is not float or not predicted_ms >= 0.0:
+                predicted_ms = _millis(predicted_ms, "timings.predicted_ms", data)
             counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
         # Progress first (docs/assembler.md, rule ORDER).
@@ -260,8 +276,6 @@ class Assembler:
         # (docs/assembler.md, rule ORDER).
         ncalls = len(self._calls)
         finish_reason = self._finish_reason
-        in_reasoning = self._in_reasoning
-        reasoned = False
         for choice in choices:
             if type(choice) is not dict:
                 raise _bad(f"a choice is {_kind(choice)}, not an object", data)
@@ -277,61 +291,115 @@ class Assembler:
                 continue
             if type(delta) is not dict:
                 raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
-            piece = delta.get("reasoning_content")
-            if piece is not None:
-                if type(piece) is not str:
-                    raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
-                if piece:  # empty text, no event (docs/assembler.md, rule NO-EMPTY)
-                    events.append(Reasoning(piece))
-                    in_reasoning = reasoned = True  # docs/assembler.md, rule IN-REASONING
-            piece = delta.get("content")
-            if piece is not None:
-                if type(piece) is not str:
-                    raise _bad(f'"content" is {_kind(piece)}, not a string', data)
-                if piece:
-                    events.append(Content(piece))
-                    in_reasoning = False  # answer text (docs/assembler.md, rule IN-REASONING)
-            calls = delta.get("tool_calls")
-            if calls is not None:
-                if type(calls) is not list:
-                    raise _bad(f'"tool_calls" is {_kind(calls)}, not an array', data)
-                for entry in calls:
-                    call = _tool_call_delta(entry, ncalls, data)
-                    events.append(call)
-                    in_reasoning = False  # a tool-call piece (docs/assembler.md, rule IN-REASONING)
-                    if call.index == ncalls:
-                        ncalls += 1
+            ncalls = self._delta(delta, events, ncalls, data)
 
         # The whole chunk is valid: fold it in.
         if new_id is not None:
             self._id = new_id
         self._timings = counts
-        # The latest predicted_n, timings updated first (docs/assembler.md, rule REASONING-TOKENS).
-        if reasoned:
-            self._reasoning_tokens = counts[2]
-        self._in_reasoning = in_reasoning
         self._finish_reason = finish_reason
-        for event in events:
-            if type(event) is Content:
-                self._content.append(event.text)
-            elif type(event) is Reasoning:
-                self._reasoning.append(event.text)
-            elif type(event) is ToolCallDelta:
-                self._fold_tool_call(event)
+        self._commit(events, counts[2])
         return events
 
-    def _fold_tool_call(self, delta: ToolCallDelta) -> None:
-        """Arguments concatenated; id and name from the first piece that has them
-        (docs/assembler.md, rule CALLS)."""
-        if delta.index == len(self._calls):
-            self._calls.append([delta.id, delta.name, [delta.arguments]])
-            return
-        call = self._calls[delta.index]
-        if call[0] is None:
-            call[0] = delta.id
-        if call[1] is None:
-            call[1] = delta.name
-        call[2].append(delta.arguments)
+    def _delta(
+        self, delta: dict[str, Any], events: list[ChatEvent], ncalls: int, data: str | bytes
+    ) -> int:
+        """One choice's delta: its Reasoning, Content and tool-call pieces (by _tool_calls)
+        appended to `events`; returns the number of calls there are with them."""
+        piece = delta.get("reasoning_content")
+        if piece is not None:
+            if type(piece) is not str:
+                raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
+            if piece:  # empty text, no event (docs/assembler.md, rule NO-EMPTY)
+                events.append(Reasoning(piece))
+        piece = delta.get("content")
+        if piece is not None:
+            if type(piece) is not str:
+                raise _bad(f'"content" is {_kind(piece)}, not a string', data)
+            if piece:
+                events.append(Content(piece))
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            if type(calls) is not list:
+                raise _bad(f'"tool_calls" is {_kind(calls)}, not an array', data)
+            ncalls = self._tool_calls(calls, events, ncalls, data)
+        return ncalls
+
+    def _tool_calls(
+        self, calls: list[Any], events: list[ChatEvent], ncalls: int, data: str | bytes
+    ) -> int:
+        """A delta's tool_calls entries, one ToolCallDelta each appended to `events`
+        (docs/assembler.md, rules PIECE, SHAPE and INDEX); `ncalls` calls exist before them,
+        and the number after them is returned."""
+        for entry in calls:
+            if type(entry) is not dict:
+                raise _bad(f"a tool call is {_kind(entry)}, not an object", data)
+            index = entry.get("index", _ABSENT)
+            if index is _ABSENT:
+                raise _bad('a tool call has no "index"', data)
+            # The index comes from the server: never trusted as a list index (docs/assembler.md,
+            # rule INDEX).
+            if type(index) is not int:
+                raise _bad(f'tool call "index" is {_kind(index)}, not an integer', data)
+            if index < 0:
+                raise _bad(f'tool call "index" {index} is negative', data)
+            if index > ncalls:
+                raise _bad(
+                    f'tool call "index" {index} skips ahead: only {ncalls} calls so far', data
+                )
+            call_id = entry.get("id")
+            if call_id is not None and type(call_id) is not str:
+                raise _bad(f'tool call "id" is {_kind(call_id)}, not a string', data)
+            name = None
+            arguments = ""
+            function = entry.get("function")
+            if function is not None:
+                if type(function) is not dict:
+                    raise _bad(f'tool call "function" is {_kind(function)}, not an object', data)
+                name = function.get("name")
+                if name is not None and type(name) is not str:
+                    raise _bad(f'tool call "name" is {_kind(name)}, not a string', data)
+                args = function.get("arguments")
+                if args is not None:
+                    if type(args) is not str:
+                        raise _bad(f'tool call "arguments" is {_kind(args)}, not a string', data)
+                    arguments = args
+            events.append(ToolCallDelta(index, call_id, name, arguments))
+            if index == ncalls:
+                ncalls += 1
+        return ncalls
+
+    def _commit(self, events: list[Any], predicted_n: int) -> None:
+        """Folds a valid chunk's events into the state: the text pieces, the tool-call pieces
+        (arguments concatenated; id and name from the first piece that has them:
+        docs/assembler.md, rule CALLS), whether the model is reasoning (the last piece says:
+        rule IN-REASONING) and, after a reasoning piece, the reasoning tokens (the chunk's
+        predicted_n, its timings taken first: rule REASONING-TOKENS)."""
+        in_reasoning = self._in_reasoning
+        reasoned = False
+        for event in events:
+            kind = type(event)
+            if kind is Content:
+                self._content.append(event.text)
+                in_reasoning = False  # answer text
+            elif kind is Reasoning:
+                self._reasoning.append(event.text)
+                in_reasoning = reasoned = True
+            elif kind is ToolCallDelta:
+                in_reasoning = False  # a tool-call piece
+                index = event.index
+                if index == len(self._calls):
+                    self._calls.append([event.id, event.name, [event.arguments]])
+                else:
+                    call = self._calls[index]
+                    if call[0] is None:
+                        call[0] = event.id
+                    if call[1] is None:
+                        call[1] = event.name
+                    call[2].append(event.arguments)
+        if reasoned:
+            self._reasoning_tokens = predicted_n
+        self._in_reasoning = in_reasoning
 
     def finish(self, thinking_capped: bool = False) -> Completion:
         """The Completion (docs/assembler.md, rule FINISH): StreamClosedEarlyError without a
@@ -394,39 +462,3 @@ def _progress(progress: Any, payload: str | bytes) -> Progress:
             raise _bad(f'"prompt_progress" has no "{name}"', payload)
         counts.append(_count(value, f"prompt_progress.{name}", payload))
     return Progress(*counts)
-
-
-def _tool_call_delta(entry: Any, ncalls: int, payload: str | bytes) -> ToolCallDelta:
-    """One tool_calls entry as a ToolCallDelta (docs/assembler.md, rules PIECE, SHAPE and
-    INDEX); `ncalls` calls exist so far."""
-    if type(entry) is not dict:
-        raise _bad(f"a tool call is {_kind(entry)}, not an object", payload)
-    index = entry.get("index", _ABSENT)
-    if index is _ABSENT:
-        raise _bad('a tool call has no "index"', payload)
-    # The index comes from the server: never trusted as a list index (docs/assembler.md,
-    # rule INDEX).
-    if type(index) is not int:
-        raise _bad(f'tool call "index" is {_kind(index)}, not an integer', payload)
-    if index < 0:
-        raise _bad(f'tool call "index" {index} is negative', payload)
-    if index > ncalls:
-        raise _bad(f'tool call "index" {index} skips ahead: only {ncalls} calls so far', payload)
-    call_id = entry.get("id")
-    if call_id is not None and type(call_id) is not str:
-        raise _bad(f'tool call "id" is {_kind(call_id)}, not a string', payload)
-    name = None
-    arguments = ""
-    function = entry.get("function")
-    if function is not None:
-        if type(function) is not dict:
-            raise _bad(f'tool call "function" is {_kind(function)}, not an object', payload)
-        name = function.get("name")
-        if name is not None and type(name) is not str:
-            raise _bad(f'tool call "name" is {_kind(name)}, not a string', payload)
-        args = function.get("arguments")
-        if args is not None:
-            if type(args) is not str:
-                raise _bad(f'tool call "arguments" is {_kind(args)}, not a string', payload)
-            arguments = args
-    return ToolCallDelta(index, call_id, name, arguments)
