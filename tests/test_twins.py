@@ -4,6 +4,7 @@ one the package exports. Nothing else picks a twin by module name."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 from pathlib import Path
@@ -97,3 +98,31 @@ def test_the_pure_assembler_has_the_cython_assembler_s_steps_in_its_order() -> N
     # ...are the pure twin's methods, in the same order.
     methods = [name for name in vars(_twins.PURE.Assembler) if name in STEPS]
     assert methods == STEPS
+
+
+# --- the stubs: what both twins offer, for a type checker and for stubtest ---------------------
+
+
+@pytest.mark.parametrize("stem", sorted(set(_twins.STEMS.values())))
+def test_each_extension_module_has_a_stub_with_its_twinned_names(stem: str) -> None:
+    # .ci/stubtest.py checks each stub against both twins; here, that it is there and declares
+    # every name `_twins` puts in that module pair (so a name moved to another pair moves in
+    # its stub too).
+    stub = ROOT / "src/llamafast" / f"{stem}_c.pyi"
+    declared = {
+        node.name
+        for node in ast.parse(stub.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ClassDef | ast.FunctionDef)
+    }
+    assert {name for name, s in _twins.STEMS.items() if s == stem} <= declared
+    public = importlib.import_module(f"llamafast.{stem}_py").__all__
+    assert ast.literal_eval(_assigned(stub, "__all__")) == public
+
+
+def _assigned(stub: Path, name: str) -> str:
+    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [
+            t.id for t in node.targets if isinstance(t, ast.Name)
+        ] == [name]:
+            return ast.unparse(node.value)
+    raise AssertionError(f"{stub.name} does not assign {name}")

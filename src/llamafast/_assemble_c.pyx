@@ -22,6 +22,9 @@ from . import _limits
 from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, assembler_busy_error, cut
 from ._partial_json import partial_arguments
 from ._strict_json import parse as strict_parse
+
+# The pure twin's public names (the stub, _assemble_c.pyi, declares them for both).
+__all__ = ["Assembler"]
 from ._values import (
     Completion,
     Content,

@@ -26,7 +26,7 @@ from ._values import (
     ToolCallDelta,
 )
 
-__all__ = ["MAX_DEPTH", "Assembler"]
+__all__ = ["Assembler"]
 
 _INT_MAX: Final = COUNT_MAX  # a count's upper bound (docs/assembler.md, rule COUNTS)
 

@@ -19,6 +19,9 @@ from ._assemble_c import PADDING
 from ._errors import CancelledReadError, busy_error, uninitialised_error
 from ._limits import MAX_LINE
 
+# The pure twin's public names (the stub, _chat_c.pyi, declares them for both).
+__all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
+
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
 
 cdef str _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"

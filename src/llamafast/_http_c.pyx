@@ -20,6 +20,9 @@ from ._errors import HttpParseError, TruncatedError, busy_error, uninitialised_e
 from ._http_py import parse_head
 from ._limits import BACKLOG, BUFFER
 
+# The pure twin's public names (the stub, _http_c.pyi, declares them for both).
+__all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "Sink", "parse_head"]
+
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
 cdef bint _PADDED = SSE_PADDING >= PADDING

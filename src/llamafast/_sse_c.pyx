@@ -368,6 +368,9 @@ cdef tuple _MODE_NAMES = ("readinto1", "read1", "readinto", "read")
 
 READ_SIZE = SSE_READ_SIZE  # _limits.READ_SIZE (the tests check it)
 
+# The pure twin's public names (the stub, _sse_c.pyi, declares them for both).
+__all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
+
 
 cdef Py_ssize_t _check_max_line(object max_line) except -1:
     # The pure twin's rule: an int >= 1 and not a bool, else ValueError naming the value.
