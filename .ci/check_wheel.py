@@ -1,10 +1,10 @@
 """Check what a built wheel holds: `check_wheel.py binary|pure WHEEL...`, exit 1 naming each fault.
 
-Both kinds: the package's modules, py.typed, the recordings, and LICENSE/NOTICE in the
-dist-info; no Cython source (.pyx/.pxd), no generated C/C++. A binary wheel: a CPython tag, the
-three extension modules, none of them carrying debug information or a symbol table (ELF). A
-pure wheel: tagged py3-none-any, no compiled file at all. Runs with the tools venv's
-pyelftools (an auditwheel dependency).
+Both kinds: the package's modules, py.typed, the extension modules' stubs, the recordings, and
+LICENSE/NOTICE in the dist-info; no Cython source (.pyx/.pxd), no generated C/C++. A binary
+wheel: a CPython tag, the extension modules, none of them carrying debug information or a
+symbol table (ELF). A pure wheel: tagged py3-none-any, no compiled file at all. Runs with the
+tools venv's pyelftools (an auditwheel dependency).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ REQUIRED = (
     "llamafast/__init__.py",
     "llamafast/py.typed",
     "llamafast/_recordings/tool_call.http",
+    # the extension modules' stubs (both kinds: a type checker reads them for either twin)
+    *(f"llamafast/{ext}.pyi" for ext in EXTENSIONS),
 )
 SOURCES = (".pyx", ".pxd", ".c", ".cpp", ".h", ".hpp")
 COMPILED = (".so", ".pyd", ".dylib", ".dll")

@@ -88,14 +88,13 @@ def setup() -> None:
     global PY, C, SSE_FEED, ASM_T, HTTP_T
     sys.path.insert(0, str(ROOT / "tests"))
     import _sse_feed
-    import conftest
     import test_assemble_differential
     import test_http_differential
+    from llamafast import _twins
 
-    c_impl = conftest._cython_namespace()
-    if isinstance(c_impl, str):
-        raise SystemExit(f"fuzz: {c_impl}: nothing to compare the pure twin with")
-    PY, C = conftest._python_namespace(), c_impl
+    if _twins.CYTHON is None:
+        raise SystemExit(f"fuzz: {_twins.CYTHON_MISSING}: nothing to compare the pure twin with")
+    PY, C = _twins.PURE, _twins.CYTHON
     SSE_FEED, ASM_T, HTTP_T = _sse_feed, test_assemble_differential, test_http_differential
 
 

@@ -36,13 +36,13 @@ from llamafast._client_core import (
     Connect,
     Core,
     Emit,
-    HandshakeTimeout,
     Receive,
     RequestCore,
     Sleep,
     WaitTurn,
     read_slots,
 )
+from llamafast._errors import HandshakeTimeout
 from llamafast._http_py import Receiver, ResponseParser
 
 

@@ -25,7 +25,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import Config, InferConfig, Limits
+from llamafast import Config, InferConfig, Limits, _twins
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "llamafast"
@@ -163,20 +163,8 @@ def test_the_citation_pattern_finds_what_it_forbids() -> None:
 
 # --- signatures: help() on the Cython twin shows the real parameters ---------------------------
 
-# The public Cython names and where the pure twin keeps each one.
-TWINS = [
-    ("_sse_c", "_sse_py", "Events"),
-    ("_sse_c", "_sse_py", "SseDecoder"),
-    ("_sse_c", "_sse_py", "iter_events"),
-    ("_sse_c", "_sse_py", "aiter_events"),
-    ("_assemble_c", "_assemble_py", "Assembler"),
-    ("_chat_c", "_chat_py", "ChatStream"),
-    ("_chat_c", "_chat_py", "AsyncChatStream"),
-    ("_chat_c", "_chat_py", "aiter_chat"),
-    ("_http_c", "_http_py", "ResponseParser"),
-    ("_http_c", "_http_py", "Sink"),
-    ("_http_c", "_http_py", "Receiver"),
-]
+# Every twinned name, with the Cython module and the pure module that define it.
+TWINS = [(f"{stem}_c", f"{stem}_py", name) for name, stem in _twins.STEMS.items()]
 
 
 def _shown(obj: Any) -> dict[str, Any]:

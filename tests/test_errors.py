@@ -4,15 +4,21 @@ pickle round trip (errors cross process boundaries in worker pools and loggers).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import pickle
+import pkgutil
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 import llamafast
+import llamafast._errors
+import llamafast.pure
 from llamafast import (
     BusyError,
+    CancelledReadError,
     ConnectError,
     HttpError,
     InferError,
@@ -31,7 +37,14 @@ from llamafast import (
     WaitTimeoutError,
 )
 
-SSE_ERRORS = [SseIoError, SseTimeoutError, TruncatedError, LineTooLongError, NotUtf8Error]
+SSE_ERRORS = [
+    SseIoError,
+    SseTimeoutError,
+    TruncatedError,
+    CancelledReadError,
+    LineTooLongError,
+    NotUtf8Error,
+]
 INFER_ERRORS = [
     BusyError,
     ConnectError,
@@ -52,6 +65,11 @@ EXAMPLES: list[tuple[LlamafastError, str]] = [
     (SseTimeoutError(), "reading the event stream timed out"),
     (TruncatedError(b"data: {"), "the event stream ended inside a line: b'data: {'"),
     (TruncatedError(), "the event stream ended inside a line"),
+    (
+        CancelledReadError(),
+        "the byte source ended right after a read of it was cancelled, so the rest of the "
+        "event stream may be lost",
+    ),
     (LineTooLongError(64), "an event-stream line is longer than max_line=64 bytes"),
     (NotUtf8Error(b"\xff"), "an event-stream line is not valid UTF-8: b'\\xff'"),
     (BusyError(2), "slot 2 is busy on the server and wait_for_slot is off"),
@@ -183,3 +201,64 @@ def test_catching_the_root_catches_what_the_library_raises(
     with pytest.raises(LlamafastError):
         decoder.feed(b"data: too long\n")
         decoder.close()
+
+
+def test_a_cancelled_read_is_a_truncation_exported_from_both_namespaces() -> None:
+    # A body cut by a cancelled read is a body cut short: `except TruncatedError` catches it.
+    assert CancelledReadError.__bases__ == (TruncatedError,)
+    assert llamafast.pure.CancelledReadError is CancelledReadError
+    assert "CancelledReadError" in llamafast.__all__
+
+
+def _library_modules() -> list[ModuleType]:
+    """Every module of the library that imports here (the Cython ones when they are built); not
+    the command line's (`_cli`, `__main__`), whose errors are its exit statuses."""
+    found = []
+    for info in pkgutil.iter_modules(llamafast.__path__, "llamafast."):
+        if info.name in ("llamafast.__main__", "llamafast._cli"):
+            continue
+        try:
+            found.append(importlib.import_module(info.name))
+        except ImportError:  # a Cython module that is not built
+            continue
+    return found
+
+
+def test_every_exception_class_lives_in_errors() -> None:
+    # One module holds every exception class of the library, the internal ones included.
+    defined = {
+        f"{obj.__module__}.{obj.__qualname__}"
+        for module in _library_modules()
+        for obj in vars(module).values()
+        if isinstance(obj, type)
+        and issubclass(obj, BaseException)
+        and obj.__module__.startswith("llamafast")
+    }
+    assert {name.rpartition(".")[0] for name in defined} == {"llamafast._errors"}, defined
+    assert "llamafast._errors.HttpParseError" in defined
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("llamafast._sse_py", "CancelledReadError"),
+        ("llamafast._http_py", "HttpParseError"),
+        ("llamafast._partial_json", "JsonFault"),
+        ("llamafast._sse_py", "busy_error"),
+        ("llamafast._sse_py", "uninitialised_error"),
+        ("llamafast._assemble_py", "busy_error"),
+    ],
+)
+def test_the_old_import_locations_still_work(module: str, name: str) -> None:
+    old = getattr(importlib.import_module(module), name)
+    new = "assembler_busy_error" if module.endswith("_assemble_py") else name
+    assert old is getattr(llamafast._errors, new)
+
+
+def test_the_internal_errors_keep_their_parents() -> None:
+    # Caught inside the package and turned into a LlamafastError: not one themselves.
+    from llamafast._errors import HandshakeTimeout, HttpParseError, JsonFault
+
+    assert HttpParseError.__bases__ == (ValueError,)
+    assert JsonFault.__bases__ == (ValueError,)
+    assert HandshakeTimeout.__bases__ == (TimeoutError,)

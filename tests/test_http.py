@@ -15,14 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _server import dechunk, split
-from llamafast import TruncatedError
-from llamafast._http_py import HttpParseError
-from llamafast._http_py import ResponseParser as PureParser
+from llamafast import TruncatedError, _twins
+from llamafast._errors import HttpParseError
 
-try:
-    from llamafast._http_c import ResponseParser as CParser
-except ImportError:  # not built
-    CParser = None
+PureParser = _twins.PURE.ResponseParser
+CParser = None if _twins.CYTHON is None else _twins.CYTHON.ResponseParser  # None: not built
 
 TWINS = [PureParser] if CParser is None else [PureParser, CParser]
 
@@ -177,12 +174,8 @@ def test_twins_agree_on_any_chunked_bytes(parts: list[bytes], cuts: list[int], s
 
 # --- Sink: the body's bytes to events, the same in both twins ---------------------------------
 
-from llamafast._http_py import Sink as PureSink  # noqa: E402
-
-try:
-    from llamafast._http_c import Sink as CSink
-except ImportError:  # not built
-    CSink = None
+PureSink = _twins.PURE.Sink
+CSink = None if _twins.CYTHON is None else _twins.CYTHON.Sink  # None: not built
 
 
 def sink_outcome(sink_type: Any, body: bytes, cuts: list[int], max_line: int) -> list[Any]:
@@ -249,8 +242,8 @@ def test_filling_more_than_was_free_is_refused(twin: type, n: int) -> None:
 
 @pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
 def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
-    from llamafast._http_c import Receiver, ResponseParser
-
+    assert _twins.CYTHON is not None
+    Receiver, ResponseParser = _twins.CYTHON.Receiver, _twins.CYTHON.ResponseParser
     parser = ResponseParser.__new__(ResponseParser)
     with pytest.raises(HttpParseError, match="longer than 0 bytes"):
         parser.free()
@@ -275,14 +268,11 @@ def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
 
 # --- the consumer's pace (docs/client.md, rule BACKLOG): reading pauses, nothing is lost ---
 
-from llamafast._http_py import BACKLOG  # noqa: E402
-from llamafast._http_py import Receiver as PureReceiver  # noqa: E402
+from llamafast._limits import BACKLOG  # noqa: E402
 
-RECEIVERS = [(PureReceiver, PureSink, PureParser)]
-if CSink is not None:
-    from llamafast._http_c import Receiver as CReceiver
-
-    RECEIVERS.append((CReceiver, CSink, CParser))
+RECEIVERS = [(_twins.PURE.Receiver, PureSink, PureParser)]
+if _twins.CYTHON is not None:
+    RECEIVERS.append((_twins.CYTHON.Receiver, CSink, CParser))
 
 
 class FakeTransport:

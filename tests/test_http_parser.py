@@ -6,9 +6,7 @@ Transfer-Encoding, chunk lines, the head's line ends and fields, faults after go
 
 from __future__ import annotations
 
-import importlib
 import random
-import types
 from typing import Any
 
 import pytest
@@ -26,16 +24,25 @@ from _server import (
     split,
 )
 from conftest import _cython_or_skip
-from llamafast import ChatRequest, Config, InferConfig, Limits, ProtocolError, TruncatedError, User
-from llamafast._http_py import HttpParseError
+from llamafast import (
+    ChatRequest,
+    Config,
+    InferConfig,
+    Limits,
+    ProtocolError,
+    TruncatedError,
+    User,
+    _twins,
+)
+from llamafast._errors import HttpParseError
 
 
-@pytest.fixture(params=["llamafast._http_py", "llamafast._http_c"], ids=["py", "c"])
-def http(request: pytest.FixtureRequest) -> types.ModuleType:
-    """One twin's module: ResponseParser, Receiver, Sink."""
-    if request.param.endswith("_c"):
-        _cython_or_skip(request.config)
-    return importlib.import_module(request.param)
+@pytest.fixture(params=["python", "cython"], ids=["py", "c"])
+def http(request: pytest.FixtureRequest) -> Any:
+    """One twin: its ResponseParser, Receiver, Sink."""
+    if request.param == "cython":
+        return _cython_or_skip(request.config)
+    return _twins.PURE
 
 
 def run(mod: Any, raw: bytes, cuts: list[int], size: int = 1 << 16) -> dict[str, Any]:

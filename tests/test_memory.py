@@ -27,11 +27,10 @@ CHILD = textwrap.dedent(
     import gc, json, resource, sys, time
 
     impl, mode, size, max_line = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    if impl == "cython":
-        from llamafast._chat_c import ChatStream
-        from llamafast._sse_c import Events
-    else:
-        from llamafast.pure import ChatStream, Events
+    from llamafast import _twins
+
+    twin = _twins.CYTHON if impl == "cython" else _twins.PURE
+    ChatStream, Events = twin.ChatStream, twin.Events
     from llamafast import LineTooLongError, Progress
 
     def chunk(i):
@@ -215,10 +214,9 @@ def test_a_long_chunk_is_not_kept(impl: types.SimpleNamespace) -> None:
 MANY = textwrap.dedent(
     r"""
     import json, sys
-    if sys.argv[1] == "cython":
-        from llamafast._assemble_c import Assembler
-    else:
-        from llamafast.pure import Assembler
+    from llamafast import _twins
+
+    Assembler = (_twins.CYTHON if sys.argv[1] == "cython" else _twins.PURE).Assembler
 
     def rss():
         with open("/proc/self/statm") as f:

@@ -21,19 +21,11 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import DONE, ChatRequest, Config, Done, InferConfig, User
+from llamafast import DONE, ChatRequest, Config, Done, InferConfig, User, _twins
 
-# The names each twin defines for itself; every other public name is one shared object.
-TWINS = {
-    "Assembler": "llamafast._assemble_py",
-    "AsyncChatStream": "llamafast._chat_py",
-    "ChatStream": "llamafast._chat_py",
-    "aiter_chat": "llamafast._chat_py",
-    "Events": "llamafast._sse_py",
-    "SseDecoder": "llamafast._sse_py",
-    "aiter_events": "llamafast._sse_py",
-    "iter_events": "llamafast._sse_py",
-}
+# The names each twin defines for itself, and the pure module of each; every other public name
+# is one shared object.
+TWINS = {name: f"llamafast.{_twins.STEMS[name]}_py" for name in _twins.PUBLIC}
 OWN = {"IMPLEMENTATION", "pure"}  # differ by design: which twin runs, and the module itself
 CLIENTS = {"Client", "AsyncClient"}  # pure's are the top level's run on the pure twins
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from llamafast import Completion, Content, ProtocolError, Reasoning, ToolCallDelta
+from llamafast import Completion, Content, ProtocolError, Reasoning, ToolCallDelta, _twins
 
 ID = "chatcmpl-safe"
 BUSY = (
@@ -131,7 +131,7 @@ def calling_back(asm: Any, payload: Any) -> Iterator[list[Any]]:
     """Within the block, finalizers keep calling back into `asm` (see Reentrant); yields their
     log. No finalizer of this kind runs after the block."""
     log = Log()
-    log.cython = any(c.__module__.endswith("._assemble_c") for c in type(asm).__mro__)
+    log.cython = _twins.CYTHON is not None and isinstance(asm, _twins.CYTHON.Assembler)
     stop: list[bool] = []
     old = gc.get_threshold()
     gc.collect()

@@ -16,17 +16,9 @@ from pathlib import Path
 import pytest
 
 import llamafast
+from llamafast import _twins
 
-PUBLIC_TWINS = [
-    "Assembler",
-    "ChatStream",
-    "AsyncChatStream",
-    "Events",
-    "SseDecoder",
-    "aiter_chat",
-    "aiter_events",
-    "iter_events",
-]
+PUBLIC_TWINS = _twins.PUBLIC
 
 
 def run(code: str, **env: str) -> str:
@@ -39,11 +31,8 @@ def run(code: str, **env: str) -> str:
 
 
 def c_twin_built() -> bool:
-    probe = "import llamafast._sse_c, llamafast._assemble_c, llamafast._chat_c, llamafast._http_c"
-    env = {k: v for k, v in os.environ.items() if k != "LLAMAFAST_NO_EXTENSIONS"}
-    return (
-        subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True).returncode == 0
-    )
+    """Whether `_twins` finds the whole Cython twin in a fresh interpreter with no switch set."""
+    return run("from llamafast import _twins; print(_twins.CYTHON is not None)") == "True"
 
 
 def test_the_cython_twin_is_the_default_when_it_is_built() -> None:
@@ -53,6 +42,13 @@ def test_the_cython_twin_is_the_default_when_it_is_built() -> None:
         pytest.skip("the Cython twin is not built")
     out = run("import llamafast; print(llamafast.IMPLEMENTATION, llamafast.Assembler.__module__)")
     assert out == "cython llamafast._assemble_c"
+    # Every twinned name, the transport's too: the Cython one, from its `_c` module.
+    out = run(
+        "from llamafast import _twins\n"
+        "assert _twins.SELECTED is _twins.CYTHON, _twins.SELECTED\n"
+        "print(sorted({o.__module__ for _, o in _twins.SELECTED}))"
+    )
+    assert out == str(sorted(f"llamafast.{stem}_c" for stem in set(_twins.STEMS.values())))
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])

@@ -4,7 +4,7 @@ Random streams (data lines, comments, other fields, every line ending, BOMs, mul
 invalid UTF-8, over-long lines, small max_line) are split at random points and fed to both
 twins' `SseDecoder`: every feed must return the same items or raise the same error (class and
 args), and `close` must end the same way. `Events` is compared over a reader that gives one byte
-per read. The whole module is skipped when `llamafast._sse_c` is not built.
+per read. The whole module is skipped when the Cython twin is not built (or not wanted).
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import llamafast.pure
+import llamafast
+from llamafast import _twins
 from llamafast._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
 
-sse_c = pytest.importorskip("llamafast._sse_c", reason="the Cython SSE reader is not built")
+if _twins.CYTHON is None:
+    pytest.skip(_twins.CYTHON_MISSING or "no Cython twin", allow_module_level=True)
+sse_c = _twins.CYTHON
 
-TWINS = {"python": llamafast.pure, "cython": sse_c}
+TWINS = {"python": _twins.PURE, "cython": sse_c}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BOM = b"\xef\xbb\xbf"
 

@@ -9,35 +9,19 @@ package, with the pure-Python twins.
 from typing import TYPE_CHECKING
 
 # Every public name comes from `llamafast.pure`, so the two lists cannot drift apart: values,
-# errors, config, build_body and the clients are the same objects; the twins and IMPLEMENTATION
-# are replaced below when the Cython extensions are built.
+# errors, config and build_body are the same objects; the twins and IMPLEMENTATION are the ones
+# `_twins` selected (the Cython ones when the extensions are built), and so are the clients'
+# (`llamafast.pure`'s clients are these run on the pure twins).
 from .pure import *  # noqa: F403
 from .pure import __all__ as __all__
 
-from ._compat import IMPLEMENTATION as IMPLEMENTATION  # isort: skip
-from ._compat import USE_EXTENSIONS  # isort: skip
+from . import _twins  # isort: skip
+from ._aclient import AsyncClient as AsyncClient  # isort: skip
+from ._client import Client as Client  # isort: skip
 
-if TYPE_CHECKING or not USE_EXTENSIONS:
-    from ._assemble_py import Assembler as Assembler
-    from ._chat_py import AsyncChatStream as AsyncChatStream
-    from ._chat_py import ChatStream as ChatStream
-    from ._chat_py import aiter_chat as aiter_chat
-    from ._sse_py import Events as Events
-    from ._sse_py import SseDecoder as SseDecoder
-    from ._sse_py import aiter_events as aiter_events
-    from ._sse_py import iter_events as iter_events
-else:
-    from ._assemble_c import Assembler as Assembler
-    from ._chat_c import AsyncChatStream as AsyncChatStream
-    from ._chat_c import ChatStream as ChatStream
-    from ._chat_c import aiter_chat as aiter_chat
-    from ._sse_c import Events as Events
-    from ._sse_c import SseDecoder as SseDecoder
-    from ._sse_c import aiter_events as aiter_events
-    from ._sse_c import iter_events as iter_events
+IMPLEMENTATION = _twins.SELECTED.IMPLEMENTATION
 
-# The clients: the top level's read with the selected twins (llamafast.pure's with the pure ones).
-from ._aclient import AsyncClient as AsyncClient
-from ._client import Client as Client
+if not TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
+    globals().update((name, getattr(_twins.SELECTED, name)) for name in _twins.PUBLIC)
 
 __version__ = "0.1.0"

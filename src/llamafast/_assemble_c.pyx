@@ -18,9 +18,13 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from . import _assemble_py
-from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
+from . import _limits
+from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, assembler_busy_error, cut
 from ._partial_json import partial_arguments
+from ._strict_json import parse as strict_parse
+
+# The pure twin's public names (the stub, _assemble_c.pyi, declares them for both).
+__all__ = ["Assembler"]
 from ._values import (
     Completion,
     Content,
@@ -139,9 +143,8 @@ cdef enum:
 # [] or {} as a level, so it cannot say "at most MAX_DEPTH" alone. The hot parser is allocated
 # for MAX_DEPTH: all it accepts is at most MAX_DEPTH deep. What it rejects for depth is asked of
 # the pure twin's strict parser, and what that accepts (exactly MAX_DEPTH deep) is parsed again
-# by a parser allocated for MAX_DEPTH + 1, on that cold path only.
-cdef enum:
-    MAX_DEPTH = 256
+# by a parser allocated for MAX_DEPTH + 1, on that cold path only. The number is _limits'.
+cdef size_t MAX_DEPTH = _limits.MAX_DEPTH
 
 cdef inline bint _key(Object.iterator& it, const char* name, uint32_t n) noexcept:
     return it.key_length() == n and memcmp(it.key_c_str(), name, n) == 0
@@ -343,7 +346,7 @@ cdef class Assembler:
         """The arguments of tool call `index` parsed so far (as the pure twin's, which it
         shares: the parse reads each new piece once, and is no hot path worth a C twin)."""
         if self._busy:  # one caller at a time, as in push_into: it reads what push folds
-            raise _assemble_py.busy_error(self, "partial_arguments")
+            raise assembler_busy_error(self, "partial_arguments")
         self._busy = True
         try:
             return partial_arguments(
@@ -357,7 +360,7 @@ cdef class Assembler:
         cdef Py_ssize_t n
         cdef const char* p
         if self._busy:  # refused before the payload is looked at, as in the pure twin
-            raise _assemble_py.busy_error(self, "push")
+            raise assembler_busy_error(self, "push")
         if type(data) is bytes:
             events = []
             self.push_into(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), data, False, events)
@@ -385,7 +388,7 @@ cdef class Assembler:
         # it writes past their committed length. It is refused, and the first goes on. The
         # flag is read and set with the GIL held and no Python code in between.
         if self._busy:
-            raise _assemble_py.busy_error(self, "push")
+            raise assembler_busy_error(self, "push")
         self._busy = True
         try:
             return _push(self, data, n, src, padded, out)
@@ -397,7 +400,7 @@ cdef class Assembler:
         finish_reason, ProtocolError without an id or with a tool call that never got an id or a
         name."""
         if self._busy:  # one caller at a time, as in push_into
-            raise _assemble_py.busy_error(self, "finish")
+            raise assembler_busy_error(self, "finish")
         self._busy = True
         try:
             return _finish(self, thinking_capped)
@@ -1002,7 +1005,7 @@ cdef object _pure_fault(const char* data, Py_ssize_t n, object src):
         except UnicodeDecodeError as e:
             return _bad(data, n, src, f"the chunk is not valid UTF-8 ({e.reason})")
     try:
-        _assemble_py._parse(text, raw)
+        strict_parse(text, raw)
     except (ValueError, RecursionError) as e:
         return _bad(data, n, src, f"the chunk is not valid JSON ({e})")
     return None

@@ -8,14 +8,12 @@ need are read. A push is all or nothing: the chunk is checked whole, then folded
 from __future__ import annotations
 
 import _thread
-import json
-import math
-import re
-from collections.abc import Callable
 from typing import Any, Final, Self
 
-from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, cut
+from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, assembler_busy_error, cut
+from ._limits import COUNT_MAX, MAX_DEPTH  # noqa: F401 (read from here by the tests)
 from ._partial_json import partial_arguments
+from ._strict_json import parse as _parse
 from ._values import (
     ChatEvent,
     Completion,
@@ -28,15 +26,9 @@ from ._values import (
     ToolCallDelta,
 )
 
-__all__ = ["MAX_DEPTH", "Assembler"]
+__all__ = ["Assembler"]
 
-MAX_DEPTH: Final = 256
-"""The deepest nesting of objects and arrays a payload may have (its own object is depth 1,
-an empty [] or {} counts as a level): both twins accept exactly this deep and reject deeper."""
-
-_INT_MAX: Final = (1 << 63) - 1  # a count's upper bound (docs/assembler.md, rule COUNTS)
-_JSON_INT_MIN: Final = -(1 << 63)  # the integers simdjson can hold: int64 or uint64
-_JSON_INT_MAX: Final = (1 << 64) - 1
+_INT_MAX: Final = COUNT_MAX  # a count's upper bound (docs/assembler.md, rule COUNTS)
 
 _FINISH: Final = {  # the only finish reasons (docs/assembler.md, rule SHAPE)
     "stop": FinishReason.STOP,
@@ -47,117 +39,10 @@ _FINISH: Final = {  # the only finish reasons (docs/assembler.md, rule SHAPE)
 _ABSENT: Final[Any] = object()  # a key that is not there (null is a value)
 
 
-# --- strict JSON (docs/assembler.md, rule STRICT-JSON) -----------------------------------------
-# json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
-# surrogate escapes and any nesting Python's stack allows; simdjson rejects all of them.
-# NaN/Infinity go through parse_constant, which costs nothing on valid input. For the rest, one
-# translate of the payload's bytes marks what could be a problem: digits become "0", "E" "e",
-# "D" "d", "[" "{", and signs vanish. Then:
-#   "0" * 19     a run of 19 digits: an integer beyond int64/uint64 needs one, and so does a
-#                float that overflows without an exponent (309 digits);
-#   "e000"       an exponent of 3 or more digits: every other float is below 1e117;
-#   "\\ud"       a \uDxxx escape, the only way to write a surrogate in valid UTF-8;
-#   "{" * 257    more than MAX_DEPTH opening brackets, needed to nest that deep.
-# Only a payload that shows one of them pays for the exact check (integer and float hooks, or a
-# walk of the parsed value); strings that merely look like that pass the exact check.
-
-_MARKS: Final = bytes.maketrans(b"0123456789ED[", b"0000000000ed{")
-_DIGIT_RUN: Final = b"0" * 19
-_LONG_EXPONENT: Final = b"e000"
-_SURROGATE_ESCAPE: Final = b"\\ud"
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:40]} is out of range")
-    return value
-
-
-def _int_in_range(text: str) -> int:
-    value = int(text)
-    if not _JSON_INT_MIN <= value <= _JSON_INT_MAX:
-        raise ValueError(f"the integer {text[:40]} is out of range")
-    return value
-
-
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
-# The decoder's C scanner (typeshed does not declare the attribute): (text, index) -> (value, end).
-_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
-_CHECKED: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int_in_range
-)
-
-
-def _parse(text: str, raw: bytes) -> Any:
-    """`text` (whose UTF-8 is `raw`) parsed as strictly as simdjson would; ValueError if not."""
-    marks = raw.translate(_MARKS, b"+-")
-    if _DIGIT_RUN in marks or _LONG_EXPONENT in marks:
-        value = _CHECKED.decode(text)
-    else:
-        try:
-            value, end = _SCAN(text, 0)  # the C scanner alone: no Python frame on the way
-        except StopIteration:
-            end = -1
-        if end != len(text):  # white space around it, or not JSON: the full, reporting path
-            value = _DECODER.decode(text)
-    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH:
-        if _depth(value) > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH}")
-    if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(value):
-        raise ValueError("a lone surrogate escape")
-    return value
-
-
-def _depth(value: Any) -> int:
-    """How deep objects and arrays nest in `value` (a scalar is 0); iterative, any depth."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            node = node.values()
-        elif not isinstance(node, list):
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in node)
-    return deepest
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    """Whether a key or string in `value` holds a surrogate: json leaves an escaped one lone
-    (a valid pair becomes one character) and UTF-8 cannot carry one."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if not node.isascii() and _SURROGATE.search(node):
-                return True
-        elif isinstance(node, dict):
-            stack.extend(node)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
-
-
 # --- messages -------------------------------------------------------------------------------
 
 
-def busy_error(asm: object, method: str) -> RuntimeError:
-    """The error for a second call into an assembler while a push or finish is running (both
-    twins raise this one)."""
-    name = type(asm).__name__
-    return RuntimeError(
-        f"{name}.{method}() was called while this {name} is still running a push or finish "
-        "(from another thread, or from code it called back, such as a finalizer); "
-        f"use one {name} per consumer"
-    )
+busy_error = assembler_busy_error  # its old name here
 
 
 def _bad(what: str, payload: str | bytes) -> ProtocolError:
@@ -267,7 +152,7 @@ class Assembler:
         containers are new each time, the finished values in them shared with later calls'.
         ProtocolError when the text is not JSON; IndexError when there is no such call yet."""
         if not self._busy.acquire(False):  # one caller at a time, as in push
-            raise busy_error(self, "partial_arguments")
+            raise assembler_busy_error(self, "partial_arguments")
         try:
             return partial_arguments(
                 self._partials, self._calls, index, self._finish_reason is not None
@@ -281,13 +166,14 @@ class Assembler:
         # thread, a finalizer or any code the first one calls back) would fold its chunk in
         # between the first one's checks and its commit. It is refused, and the first goes on.
         if not self._busy.acquire(False):
-            raise busy_error(self, "push")
+            raise assembler_busy_error(self, "push")
         try:
             return self._push(data)
         finally:
             self._busy.release()
 
     def _push(self, data: str | bytes) -> list[ChatEvent]:
+        """The payload as text and as UTF-8, each from the other, parsed strictly; then _fold."""
         if type(data) is not str and type(data) is not bytes:
             # A subclass is taken as the plain str or bytes it converts to (as the Cython twin
             # does): its own __repr__ or methods never shape a message or HttpError's body.
@@ -313,6 +199,16 @@ class Assembler:
             chunk = _parse(text, raw)
         except (ValueError, RecursionError) as err:
             raise _bad(f"the chunk is not valid JSON ({err})", data) from None
+        return self._fold(chunk, text, data)
+
+    # The chunk's checks and its fold, split as the Cython twin splits them (_fold, _delta,
+    # _tool_calls, _commit: the same names, in the same order, with the same responsibilities),
+    # so that the twins read side by side. Nothing changes the state before _fold has checked
+    # the whole chunk: _delta and _tool_calls only append events, and _commit folds them in.
+
+    def _fold(self, chunk: Any, text: str, data: str | bytes) -> list[ChatEvent]:
+        """A parsed chunk's events: its top-level fields checked, its choices read (each delta
+        by _delta), and, once all of it is valid, the state updated (_commit)."""
         if type(chunk) is not dict:  # docs/assembler.md, rule SHAPE: a JSON object
             raise _bad(f"the chunk is {_kind(chunk)}, not a JSON object", data)
 
@@ -361,8 +257,13 @@ class Assembler:
                 _count(cache_n, "timings.cache_n", data)
                 _count(prompt_n, "timings.prompt_n", data)
                 _count(predicted_n, "timings.predicted_n", data)
-            prompt_ms = _millis(timings.get("prompt_ms", 0.0), "timings.prompt_ms", data)
-            predicted_ms = _millis(timings.get("predicted_ms", 0.0), "timings.predicted_ms", data)
+            # A non-negative float is taken as it is, here; _millis decides every other value.
+            prompt_ms = timings.get("prompt_ms", 0.0)
+            if type(prompt_ms) is not float or not prompt_ms >= 0.0:
+                prompt_ms = _millis(prompt_ms, "timings.prompt_ms", data)
+            predicted_ms = timings.get("predicted_ms", 0.0)
+            if type(predicted_ms) is not float or not predicted_ms >= 0.0:
+                predicted_ms = _millis(predicted_ms, "timings.predicted_ms", data)
             counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
         # Progress first (docs/assembler.md, rule ORDER).
@@ -375,8 +276,6 @@ class Assembler:
         # (docs/assembler.md, rule ORDER).
         ncalls = len(self._calls)
         finish_reason = self._finish_reason
-        in_reasoning = self._in_reasoning
-        reasoned = False
         for choice in choices:
             if type(choice) is not dict:
                 raise _bad(f"a choice is {_kind(choice)}, not an object", data)
@@ -392,68 +291,122 @@ class Assembler:
                 continue
             if type(delta) is not dict:
                 raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
-            piece = delta.get("reasoning_content")
-            if piece is not None:
-                if type(piece) is not str:
-                    raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
-                if piece:  # empty text, no event (docs/assembler.md, rule NO-EMPTY)
-                    events.append(Reasoning(piece))
-                    in_reasoning = reasoned = True  # docs/assembler.md, rule IN-REASONING
-            piece = delta.get("content")
-            if piece is not None:
-                if type(piece) is not str:
-                    raise _bad(f'"content" is {_kind(piece)}, not a string', data)
-                if piece:
-                    events.append(Content(piece))
-                    in_reasoning = False  # answer text (docs/assembler.md, rule IN-REASONING)
-            calls = delta.get("tool_calls")
-            if calls is not None:
-                if type(calls) is not list:
-                    raise _bad(f'"tool_calls" is {_kind(calls)}, not an array', data)
-                for entry in calls:
-                    call = _tool_call_delta(entry, ncalls, data)
-                    events.append(call)
-                    in_reasoning = False  # a tool-call piece (docs/assembler.md, rule IN-REASONING)
-                    if call.index == ncalls:
-                        ncalls += 1
+            ncalls = self._delta(delta, events, ncalls, data)
 
         # The whole chunk is valid: fold it in.
         if new_id is not None:
             self._id = new_id
         self._timings = counts
-        # The latest predicted_n, timings updated first (docs/assembler.md, rule REASONING-TOKENS).
-        if reasoned:
-            self._reasoning_tokens = counts[2]
-        self._in_reasoning = in_reasoning
         self._finish_reason = finish_reason
-        for event in events:
-            if type(event) is Content:
-                self._content.append(event.text)
-            elif type(event) is Reasoning:
-                self._reasoning.append(event.text)
-            elif type(event) is ToolCallDelta:
-                self._fold_tool_call(event)
+        self._commit(events, counts[2])
         return events
 
-    def _fold_tool_call(self, delta: ToolCallDelta) -> None:
-        """Arguments concatenated; id and name from the first piece that has them
-        (docs/assembler.md, rule CALLS)."""
-        if delta.index == len(self._calls):
-            self._calls.append([delta.id, delta.name, [delta.arguments]])
-            return
-        call = self._calls[delta.index]
-        if call[0] is None:
-            call[0] = delta.id
-        if call[1] is None:
-            call[1] = delta.name
-        call[2].append(delta.arguments)
+    def _delta(
+        self, delta: dict[str, Any], events: list[ChatEvent], ncalls: int, data: str | bytes
+    ) -> int:
+        """One choice's delta: its Reasoning, Content and tool-call pieces (by _tool_calls)
+        appended to `events`; returns the number of calls there are with them."""
+        piece = delta.get("reasoning_content")
+        if piece is not None:
+            if type(piece) is not str:
+                raise _bad(f'"reasoning_content" is {_kind(piece)}, not a string', data)
+            if piece:  # empty text, no event (docs/assembler.md, rule NO-EMPTY)
+                events.append(Reasoning(piece))
+        piece = delta.get("content")
+        if piece is not None:
+            if type(piece) is not str:
+                raise _bad(f'"content" is {_kind(piece)}, not a string', data)
+            if piece:
+                events.append(Content(piece))
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            if type(calls) is not list:
+                raise _bad(f'"tool_calls" is {_kind(calls)}, not an array', data)
+            ncalls = self._tool_calls(calls, events, ncalls, data)
+        return ncalls
+
+    def _tool_calls(
+        self, calls: list[Any], events: list[ChatEvent], ncalls: int, data: str | bytes
+    ) -> int:
+        """A delta's tool_calls entries, one ToolCallDelta each appended to `events`
+        (docs/assembler.md, rules PIECE, SHAPE and INDEX); `ncalls` calls exist before them,
+        and the number after them is returned."""
+        for entry in calls:
+            if type(entry) is not dict:
+                raise _bad(f"a tool call is {_kind(entry)}, not an object", data)
+            index = entry.get("index", _ABSENT)
+            if index is _ABSENT:
+                raise _bad('a tool call has no "index"', data)
+            # The index comes from the server: never trusted as a list index (docs/assembler.md,
+            # rule INDEX).
+            if type(index) is not int:
+                raise _bad(f'tool call "index" is {_kind(index)}, not an integer', data)
+            if index < 0:
+                raise _bad(f'tool call "index" {index} is negative', data)
+            if index > ncalls:
+                raise _bad(
+                    f'tool call "index" {index} skips ahead: only {ncalls} calls so far', data
+                )
+            call_id = entry.get("id")
+            if call_id is not None and type(call_id) is not str:
+                raise _bad(f'tool call "id" is {_kind(call_id)}, not a string', data)
+            name = None
+            arguments = ""
+            function = entry.get("function")
+            if function is not None:
+                if type(function) is not dict:
+                    raise _bad(f'tool call "function" is {_kind(function)}, not an object', data)
+                name = function.get("name")
+                if name is not None and type(name) is not str:
+                    raise _bad(f'tool call "name" is {_kind(name)}, not a string', data)
+                args = function.get("arguments")
+                if args is not None:
+                    if type(args) is not str:
+                        raise _bad(f'tool call "arguments" is {_kind(args)}, not a string', data)
+                    arguments = args
+            events.append(ToolCallDelta(index, call_id, name, arguments))
+            if index == ncalls:
+                ncalls += 1
+        return ncalls
+
+    def _commit(self, events: list[Any], predicted_n: int) -> None:
+        """Folds a valid chunk's events into the state: the text pieces, the tool-call pieces
+        (arguments concatenated; id and name from the first piece that has them:
+        docs/assembler.md, rule CALLS), whether the model is reasoning (the last piece says:
+        rule IN-REASONING) and, after a reasoning piece, the reasoning tokens (the chunk's
+        predicted_n, its timings taken first: rule REASONING-TOKENS)."""
+        in_reasoning = self._in_reasoning
+        reasoned = False
+        for event in events:
+            kind = type(event)
+            if kind is Content:
+                self._content.append(event.text)
+                in_reasoning = False  # answer text
+            elif kind is Reasoning:
+                self._reasoning.append(event.text)
+                in_reasoning = reasoned = True
+            elif kind is ToolCallDelta:
+                in_reasoning = False  # a tool-call piece
+                index = event.index
+                if index == len(self._calls):
+                    self._calls.append([event.id, event.name, [event.arguments]])
+                else:
+                    call = self._calls[index]
+                    if call[0] is None:
+                        call[0] = event.id
+                    if call[1] is None:
+                        call[1] = event.name
+                    call[2].append(event.arguments)
+        if reasoned:
+            self._reasoning_tokens = predicted_n
+        self._in_reasoning = in_reasoning
 
     def finish(self, thinking_capped: bool = False) -> Completion:
         """The Completion (docs/assembler.md, rule FINISH): StreamClosedEarlyError without a
         finish_reason, ProtocolError without an id or with a tool call that never got an id or a
         name."""
         if not self._busy.acquire(False):  # one caller at a time, as in push
-            raise busy_error(self, "finish")
+            raise assembler_busy_error(self, "finish")
         try:
             return self._finish(thinking_capped)
         finally:
@@ -509,39 +462,3 @@ def _progress(progress: Any, payload: str | bytes) -> Progress:
             raise _bad(f'"prompt_progress" has no "{name}"', payload)
         counts.append(_count(value, f"prompt_progress.{name}", payload))
     return Progress(*counts)
-
-
-def _tool_call_delta(entry: Any, ncalls: int, payload: str | bytes) -> ToolCallDelta:
-    """One tool_calls entry as a ToolCallDelta (docs/assembler.md, rules PIECE, SHAPE and
-    INDEX); `ncalls` calls exist so far."""
-    if type(entry) is not dict:
-        raise _bad(f"a tool call is {_kind(entry)}, not an object", payload)
-    index = entry.get("index", _ABSENT)
-    if index is _ABSENT:
-        raise _bad('a tool call has no "index"', payload)
-    # The index comes from the server: never trusted as a list index (docs/assembler.md,
-    # rule INDEX).
-    if type(index) is not int:
-        raise _bad(f'tool call "index" is {_kind(index)}, not an integer', payload)
-    if index < 0:
-        raise _bad(f'tool call "index" {index} is negative', payload)
-    if index > ncalls:
-        raise _bad(f'tool call "index" {index} skips ahead: only {ncalls} calls so far', payload)
-    call_id = entry.get("id")
-    if call_id is not None and type(call_id) is not str:
-        raise _bad(f'tool call "id" is {_kind(call_id)}, not a string', payload)
-    name = None
-    arguments = ""
-    function = entry.get("function")
-    if function is not None:
-        if type(function) is not dict:
-            raise _bad(f'tool call "function" is {_kind(function)}, not an object', payload)
-        name = function.get("name")
-        if name is not None and type(name) is not str:
-            raise _bad(f'tool call "name" is {_kind(name)}, not a string', payload)
-        args = function.get("arguments")
-        if args is not None:
-            if type(args) is not str:
-                raise _bad(f'tool call "arguments" is {_kind(args)}, not a string', payload)
-            arguments = args
-    return ToolCallDelta(index, call_id, name, arguments)

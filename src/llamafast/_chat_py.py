@@ -10,7 +10,9 @@ from types import TracebackType
 from typing import Any, Self
 
 from ._assemble_py import Assembler
-from ._sse_py import MAX_LINE, AsyncPending, Events, Pending, aiter_events, busy_error
+from ._errors import busy_error
+from ._limits import MAX_LINE
+from ._sse_py import AsyncPending, Events, Pending, aiter_events
 from ._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]

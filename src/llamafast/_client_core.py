@@ -19,11 +19,14 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
+from . import _twins
 from ._config import Config, Limits
 from ._errors import (
     BusyError,
     ConnectError,
+    HandshakeTimeout,
     HttpError,
+    HttpParseError,
     InferError,
     LineTooLongError,
     LoadTimeoutError,
@@ -40,7 +43,6 @@ from ._errors import (
     cut,
     server_message,
 )
-from ._http_py import HttpParseError
 from ._url import Target
 from ._values import (
     ChatEvent,
@@ -304,11 +306,7 @@ class Core:
         self.rng = rng or random.Random()
         self.lines = Lines()
         self.slot_count: int | None = None
-        if sink is None:
-            from ._transport import SELECTED
-
-            sink = SELECTED.Sink
-        self.sink = sink
+        self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
         # URL's user and password (the config refuses both at once).
@@ -399,11 +397,6 @@ def _fatal(err: BaseException) -> bool:
     if isinstance(err, ssl.SSLError):
         return not isinstance(err, ssl.SSLEOFError)
     return isinstance(err, HandshakeTimeout)
-
-
-class HandshakeTimeout(TimeoutError):
-    """Raised by a driver: the TLS handshake did not finish in time (TLS spoken to a port
-    that does not speak it waits forever)."""
 
 
 class RequestCore:

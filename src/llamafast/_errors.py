@@ -3,6 +3,11 @@
 Each class keeps its constructor arguments in `args` (so it pickles and compares in tests) and
 builds its one-sentence message from them in `__str__`; a value shown in a message is cut to
 `SHOW` characters so a 1 MiB payload never ends up in a log line.
+
+Every exception class of the package lives here, the internal ones too (`HttpParseError`,
+`HandshakeTimeout`, `JsonFault`: each is caught and turned into a `LlamafastError` before a
+user sees it), and so do the misuse errors both twins raise (`busy_error`, `assembler_busy_error`,
+`uninitialised_error`: a `RuntimeError`, the caller's bug, not the stream's).
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ import json
 
 __all__ = [
     "BusyError",
+    "CancelledReadError",
     "ConnectError",
+    "HandshakeTimeout",
     "HttpError",
+    "HttpParseError",
     "InferError",
+    "JsonFault",
     "LineTooLongError",
     "LlamafastError",
     "LoadTimeoutError",
@@ -27,7 +36,10 @@ __all__ = [
     "ThinkingOverrunError",
     "TruncatedError",
     "WaitTimeoutError",
+    "assembler_busy_error",
+    "busy_error",
     "cut",
+    "uninitialised_error",
 ]
 
 SHOW = 200
@@ -85,6 +97,18 @@ class TruncatedError(SseError):
         if self.partial:
             return f"the event stream ended inside a line: {cut(self.partial, 80)}"
         return "the event stream ended inside a line"
+
+
+class CancelledReadError(TruncatedError):
+    """An async source ended right after a read of it was cancelled. Async generators (httpx's
+    aiter_bytes among them) end for good when a read is cancelled, so that end cannot be taken
+    for the end of the body: what the source still had may be lost."""
+
+    def __str__(self) -> str:
+        return (
+            "the byte source ended right after a read of it was cancelled, so the rest of the "
+            "event stream may be lost"
+        )
 
 
 class LineTooLongError(SseError):
@@ -252,3 +276,57 @@ def server_message(body: str) -> str | None:
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return str(error["message"])
     return None
+
+
+# --- internal: caught and turned into a LlamafastError before a user sees them ---------------
+
+
+class HttpParseError(ValueError):
+    """What the server sent is not an HTTP/1.1 response (the message says where)."""
+
+
+class HandshakeTimeout(TimeoutError):
+    """Raised by a client's transport: the TLS handshake did not finish in time (TLS spoken
+    to a port that does not speak it waits forever). Never retried; the client raises it as
+    the `.error` of a `ConnectError`."""
+
+
+class JsonFault(ValueError):
+    """The text is not JSON (or not JSON the assembler accepts): `reason` at `position`."""
+
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(f"{reason} at position {position}")
+        self.reason = reason
+        self.position = position
+
+
+# --- misuse: the caller's bug, a RuntimeError that both twins raise word for word ----------
+
+
+def busy_error(obj: object, method: str) -> RuntimeError:
+    """The error for a second call into a reader or stream while one is running."""
+    name = type(obj).__name__
+    return RuntimeError(
+        f"{name}.{method}() was called while this {name} is still running (from another "
+        f"thread, or from code it called back: its reader, a finalizer); use one {name} per "
+        "consumer"
+    )
+
+
+def assembler_busy_error(asm: object, method: str) -> RuntimeError:
+    """The error for a second call into an assembler while a push or finish is running."""
+    name = type(asm).__name__
+    return RuntimeError(
+        f"{name}.{method}() was called while this {name} is still running a push or finish "
+        "(from another thread, or from code it called back, such as a finalizer); "
+        f"use one {name} per consumer"
+    )
+
+
+def uninitialised_error(obj: object) -> RuntimeError:
+    """The error for using an object whose __init__ never ran."""
+    name = type(obj).__name__
+    return RuntimeError(
+        f"this {name} was never initialised: {name}.__init__ did not run (a subclass's "
+        "__init__ must call super().__init__())"
+    )

@@ -16,9 +16,12 @@ from ._assemble_c cimport Assembler
 from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
 
 from ._assemble_c import PADDING
-from ._errors import TruncatedError
-from ._http_py import BACKLOG, BUFFER, HttpParseError, parse_head, too_long
-from ._sse_py import busy_error, uninitialised_error
+from ._errors import HttpParseError, TruncatedError, busy_error, uninitialised_error
+from ._http_py import parse_head, too_long
+from ._limits import BACKLOG, BUFFER
+
+# The pure twin's public names (the stub, _http_c.pyi, declares them for both).
+__all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "Sink", "parse_head"]
 
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).

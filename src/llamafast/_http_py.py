@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._assemble_py import Assembler
-from ._errors import TruncatedError
+from ._errors import HttpParseError, TruncatedError
+from ._limits import BACKLOG, BUFFER
 from ._sse_py import SseDecoder
 from ._values import ChatEvent, Completion
 
@@ -29,7 +30,6 @@ __all__ = [
     "parse_head",
 ]
 
-BUFFER = 1 << 16  # the read buffer; also the longest head, chunk-size line and trailer line
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
 # A chunk size: 1 to 15 hex digits (which fit a signed 64-bit count), optional SP/HT, then
@@ -38,11 +38,6 @@ _CHUNK_SIZE = re.compile(rb"([0-9a-fA-F]{1,15})[ \t]*(?:;.*)?", re.DOTALL).fullm
 # A Content-Length is counted in a signed 64-bit integer (the Cython twin's), which no body
 # reaches: a larger one is refused, not wrapped.
 MAX_CONTENT_LENGTH = (1 << 63) - 1
-BACKLOG = 1 << 21  # bytes of body a slow consumer has not taken before reading pauses
-
-
-class HttpParseError(ValueError):
-    """What the server sent is not an HTTP/1.1 response (the message says where)."""
 
 
 class ResponseParser:

@@ -32,13 +32,13 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import ProtocolError
+from ._errors import JsonFault, ProtocolError
+from ._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
 __all__ = ["MAX_DEPTH", "JsonFault", "PartialJson", "locate", "partial_arguments"]
 
-MAX_DEPTH: Final = 256  # the assembler's nesting limit (its _assemble_py.MAX_DEPTH)
-_INT_MIN: Final = -(1 << 63)  # the integers simdjson holds: int64 or uint64
-_INT_MAX: Final = (1 << 64) - 1
+_INT_MIN: Final = JSON_INT_MIN  # the integers simdjson holds: int64 or uint64
+_INT_MAX: Final = JSON_INT_MAX
 
 # What the parser expects next.
 _VALUE: Final = 0  # a value (after ':' or ',' in an array, or at the top)
@@ -114,15 +114,6 @@ def _safe_end(buf: str, pos: int, n: int) -> int:
             break
         stop = m.start()
     return stop
-
-
-class JsonFault(ValueError):
-    """The text is not JSON (or not JSON the assembler accepts): `reason` at `position`."""
-
-    def __init__(self, reason: str, position: int) -> None:
-        super().__init__(f"{reason} at position {position}")
-        self.reason = reason
-        self.position = position
 
 
 class PartialJson:

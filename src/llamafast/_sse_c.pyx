@@ -34,19 +34,18 @@ from libc.string cimport memcmp, memcpy, memmove, memset
 from http.client import IncompleteRead
 
 from llamafast._errors import (
+    CancelledReadError,
     LineTooLongError,
     NotUtf8Error,
     SseIoError,
     SseTimeoutError,
     TruncatedError,
-)
-from llamafast._sse_py import (
-    CancelledReadError,
     busy_error,
-    check_chunk,
-    check_count,
     uninitialised_error,
 )
+from llamafast._limits import MAX_LINE
+from llamafast._limits import SHOW_BYTES as _SHOW_BYTES
+from llamafast._sse_py import check_chunk, check_count
 from llamafast._values import DONE
 
 # Strict UTF-8 as a DFA over byte classes (Unicode Table 3-7, "well-formed byte sequences"):
@@ -350,7 +349,6 @@ cdef extern from *:
 cdef enum:
     U8_ACCEPT = 0
     U8_REJECT = 1
-    SHOW_BYTES = 64  # errors carry line[:64] / partial[:64] (docs/sse.md, rules UTF8 and END)
     # BoundReader's read methods, in order of preference: readinto1 / read1 return what has
     # arrived instead of blocking until a whole 64 KiB buffer is full on a chunked http.client
     # body, which readinto / read do (docs/sse.md, rule READER).
@@ -363,10 +361,15 @@ cdef enum:
     # shrinks back to it (or to what the line still needs) once that line is done.
     NORMAL_CAP = 2 * SSE_READ_SIZE
 
+# Errors carry line[:SHOW_BYTES] / partial[:SHOW_BYTES] (docs/sse.md, rules UTF8 and END).
+cdef Py_ssize_t SHOW_BYTES = _SHOW_BYTES
+
 cdef tuple _MODE_NAMES = ("readinto1", "read1", "readinto", "read")
 
-MAX_LINE = 1 << 20
-READ_SIZE = SSE_READ_SIZE
+READ_SIZE = SSE_READ_SIZE  # _limits.READ_SIZE (the tests check it)
+
+# The pure twin's public names (the stub, _sse_c.pyi, declares them for both).
+__all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
 
 
 cdef Py_ssize_t _check_max_line(object max_line) except -1:

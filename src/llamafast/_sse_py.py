@@ -13,43 +13,24 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any, Final, Self, TypeVar
 
 from ._errors import (
+    CancelledReadError,
     LineTooLongError,
     NotUtf8Error,
     SseError,
     SseIoError,
     SseTimeoutError,
     TruncatedError,
+    busy_error,
     cut,
+    uninitialised_error,
 )
+from ._limits import MAX_LINE, READ_SIZE, SHOW_BYTES
 from ._values import DONE, SseItem
 
 __all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
 
-MAX_LINE: Final = 1 << 20
-READ_SIZE: Final = 65536  # bytes asked of the reader per read (docs/sse.md, rule READER)
-SHOW_BYTES: Final = 64  # bytes of the offending line kept in NotUtf8Error / TruncatedError
 
 _BOM: Final = b"\xef\xbb\xbf"
-
-
-def busy_error(obj: object, method: str) -> RuntimeError:
-    """The error for a second call into a reader or stream while one is running (both twins
-    raise this one)."""
-    name = type(obj).__name__
-    return RuntimeError(
-        f"{name}.{method}() was called while this {name} is still running (from another "
-        f"thread, or from code it called back: its reader, a finalizer); use one {name} per "
-        "consumer"
-    )
-
-
-def uninitialised_error(obj: object) -> RuntimeError:
-    """The error for using an object whose __init__ never ran (both twins raise this one)."""
-    name = type(obj).__name__
-    return RuntimeError(
-        f"this {name} was never initialised: {name}.__init__ did not run (a subclass's "
-        "__init__ must call super().__init__())"
-    )
 
 
 def check_count(got: object, size: int, method: str) -> int:
@@ -85,18 +66,6 @@ def check_chunk(got: T | None, method: str) -> T:
             'must block until it has bytes, and return b"" only at the end'
         )
     return got
-
-
-class CancelledReadError(TruncatedError):
-    """An async source ended right after a read of it was cancelled. Async generators (httpx's
-    aiter_bytes among them) end for good when a read is cancelled, so that end cannot be taken
-    for the end of the body: what the source still had may be lost."""
-
-    def __str__(self) -> str:
-        return (
-            "the byte source ended right after a read of it was cancelled, so the rest of the "
-            "event stream may be lost"
-        )
 
 
 class OneCaller:

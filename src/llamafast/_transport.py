@@ -22,9 +22,9 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from . import _http_py
-from ._client_core import HandshakeTimeout, Target, Ticket, WaitTurn
-from ._compat import USE_EXTENSIONS
+from . import _twins
+from ._client_core import Target, Ticket, WaitTurn
+from ._errors import HandshakeTimeout
 
 __all__ = [
     "PURE",
@@ -303,8 +303,9 @@ class _AsyncIO:
 # --- the engines: each twin's Sink and connections ---------------------------------------------
 
 
-def _engine(name: str, http: Any, sink: Any) -> SimpleNamespace:
-    receiver, parser = http.Receiver, http.ResponseParser
+def _engine(twin: _twins.Twin) -> SimpleNamespace:
+    """A twin's Sink and its connection classes over its Receiver and ResponseParser."""
+    name, receiver, parser = twin.IMPLEMENTATION, twin.Receiver, twin.ResponseParser
     sync_cls = type("SyncConnection", (_SyncIO, receiver), {"Parser": parser})
     async_cls = type(
         "AsyncConnection", (_AsyncIO, receiver, asyncio.BufferedProtocol), {"Parser": parser}
@@ -314,7 +315,7 @@ def _engine(name: str, http: Any, sink: Any) -> SimpleNamespace:
         cls.__qualname__ = f"{cls.__name__}[{name}]"
     return SimpleNamespace(
         IMPLEMENTATION=name,
-        Sink=sink,
+        Sink=twin.Sink,
         ResponseParser=parser,
         SyncConnection=sync_cls,
         AsyncConnection=async_cls,
@@ -322,13 +323,8 @@ def _engine(name: str, http: Any, sink: Any) -> SimpleNamespace:
 
 
 Engine = SimpleNamespace
-PURE = _engine("python", _http_py, _http_py.Sink)
-if USE_EXTENSIONS:
-    from . import _http_c
-
-    SELECTED = _engine("cython", _http_c, _http_c.Sink)
-else:
-    SELECTED = PURE
+PURE = _engine(_twins.PURE)
+SELECTED = PURE if _twins.SELECTED is _twins.PURE else _engine(_twins.SELECTED)
 ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport rows
 
 

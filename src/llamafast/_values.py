@@ -11,6 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
 from typing import Any, Final, TypeAlias
 
+from ._errors import ProtocolError, cut
+from ._partial_json import locate
+from ._strict_json import parse as strict_parse
+
 __all__ = [
     "DONE",
     "Assistant",
@@ -54,14 +58,9 @@ class ToolCall:
 
         Raises ProtocolError naming the call and the position of the fault.
         """
-        # Imported here: the assembler imports these values.
-        from ._assemble_py import _parse
-        from ._errors import ProtocolError, cut
-        from ._partial_json import locate
-
         text = self.arguments
         try:
-            return _parse(text, text.encode("utf-8"))
+            return strict_parse(text, text.encode("utf-8"))
         except (ValueError, RecursionError) as err:
             fault = locate(text) if isinstance(text, str) else None
             where = (

@@ -7,14 +7,15 @@ needs only the standard library. Its `Client` and `AsyncClient` are the top leve
 pure twins only (the response parser, the arrival path and the Sink).
 """
 
+from typing import TYPE_CHECKING
+
 # This module itself: `llamafast.pure.pure`, as the top level has `llamafast.pure`.
-from . import _aclient, _client, pure
-from ._assemble_py import Assembler
+from . import _aclient, _client, _twins, pure
 from ._body import build_body
-from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
 from ._config import Config, InferConfig, Limits
 from ._errors import (
     BusyError,
+    CancelledReadError,
     ConnectError,
     HttpError,
     InferError,
@@ -32,7 +33,6 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
 )
-from ._sse_py import Events, SseDecoder, aiter_events, iter_events
 from ._transport import PURE as _PURE
 from ._values import (
     DONE,
@@ -60,6 +60,15 @@ from ._values import (
     Waiting,
 )
 
+# The twins: the pure one of every public twinned name, as `_twins` lists them (a type checker
+# reads the same objects from their modules).
+if TYPE_CHECKING:
+    from ._assemble_py import Assembler
+    from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
+    from ._sse_py import Events, SseDecoder, aiter_events, iter_events
+else:
+    globals().update((name, getattr(_twins.PURE, name)) for name in _twins.PUBLIC)
+
 
 class Client(_client.Client):
     __doc__ = _client.Client.__doc__
@@ -74,7 +83,7 @@ class AsyncClient(_aclient.AsyncClient):
 ClientStream = _client.ClientStream
 AsyncClientStream = _aclient.AsyncClientStream
 
-IMPLEMENTATION = "python"
+IMPLEMENTATION = _twins.PURE.IMPLEMENTATION
 """Which twins these names are: "python" here; "cython" or "python" in `llamafast`."""
 
 __all__ = [
@@ -86,6 +95,7 @@ __all__ = [
     "AsyncClient",
     "AsyncClientStream",
     "BusyError",
+    "CancelledReadError",
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",

@@ -1,0 +1,67 @@
+# What both twins of the clients' HTTP/1.1 response path offer (`_http_c` and `_http_py`):
+# .ci/stubtest checks this stub against each of them.
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from typing_extensions import disjoint_base
+
+from llamafast._assemble_c import Assembler
+from llamafast._errors import HttpParseError as HttpParseError
+from llamafast._limits import BACKLOG as BACKLOG
+from llamafast._limits import BUFFER as BUFFER
+from llamafast._values import ChatEvent, Completion
+
+__all__ = [
+    "BACKLOG",
+    "BUFFER",
+    "HttpParseError",
+    "Receiver",
+    "ResponseParser",
+    "Sink",
+    "parse_head",
+]
+
+def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]: ...
+
+@disjoint_base
+class ResponseParser:
+    status: int
+    headers: dict[str, str]
+    keep_alive: bool
+    def __init__(self, size: int = ...) -> None: ...
+    @property
+    def head_done(self) -> bool: ...
+    @property
+    def done(self) -> bool: ...
+    def free(self) -> memoryview: ...
+    def filled(self, n: int) -> list[memoryview]: ...
+    def eof(self) -> None: ...
+
+@disjoint_base
+class Sink:
+    done: bool
+    @property
+    def assembler(self) -> Assembler: ...
+    def __init__(self, max_line: int) -> None: ...
+    def feed(self, pieces: Sequence[Any]) -> None: ...
+    @property
+    def backlog(self) -> int: ...
+    def take(self) -> list[ChatEvent]: ...
+    def end(self) -> Completion: ...
+
+@disjoint_base
+class Receiver:
+    loop: Any
+    parser: ResponseParser
+    transport: Any
+    early: list[bytes]
+    sink: Sink | None
+    error: BaseException | None
+    waiter: Any
+    paused: bool
+    watched: bool
+    last: float
+    deliver: Callable[[], None] | None
+    def __init__(self, loop: Any, parser: ResponseParser) -> None: ...
+    def get_buffer(self, sizehint: int) -> memoryview: ...
+    def buffer_updated(self, nbytes: int) -> None: ...

@@ -1,0 +1,29 @@
+# What both twins of the SSE reader offer (`_sse_c` and `_sse_py`): .ci/stubtest checks this stub
+# against each of them.
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from typing_extensions import disjoint_base
+
+from llamafast._limits import MAX_LINE as MAX_LINE
+from llamafast._values import SseItem
+
+__all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
+
+READ_SIZE: int
+
+@disjoint_base
+class SseDecoder:
+    def __init__(self, max_line: int = ...) -> None: ...
+    def feed(self, data: bytes | bytearray | memoryview) -> list[SseItem]: ...
+    def close(self) -> None: ...
+
+@disjoint_base
+class Events:
+    def __init__(self, reader: Any, max_line: int = ...) -> None: ...
+    def __iter__(self) -> Iterator[SseItem]: ...
+    def __next__(self) -> SseItem: ...
+    def next_item(self) -> SseItem | None: ...
+
+def iter_events(source: Iterable[bytes], max_line: int = ...) -> Iterator[SseItem]: ...
+def aiter_events(source: AsyncIterable[bytes], max_line: int = ...) -> AsyncIterator[SseItem]: ...
