@@ -214,7 +214,13 @@ class ResponseParser:
         if state == _SIZE:
             if not crlf:
                 raise HttpParseError(f"a chunk-size line does not end with CRLF: {text[:40]!r}")
-            self._left = chunk_size(text)
+            # 1 to 15 hex digits (which fit a signed 64-bit count), then optional SP/HT, then
+            # nothing or extensions after a `;` (ignored)
+            semicolon = text.find(b";")
+            digits = (text if semicolon < 0 else text[:semicolon]).rstrip(b" \t")
+            if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
+                raise HttpParseError(f"a chunk size is not a hexadecimal number: {text[:40]!r}")
+            self._left = int(digits, 16)
             self._state = _DATA if self._left else _TRAILER
         else:  # a trailer field (skipped), or the blank line after them
             if not crlf:
@@ -228,16 +234,6 @@ def too_long(state: int, size: int) -> HttpParseError:
     (shared by both twins)."""
     what = {_HEAD: "head", _TRAILER: "trailer line"}.get(state, "chunk-size line")
     return HttpParseError(f"the response's {what} is longer than {size} bytes")
-
-
-def chunk_size(line: bytes) -> int:
-    """A chunk-size line without its CRLF: 1 to 15 hex digits (which fit a signed 64-bit
-    count), then optional SP/HT, then nothing or extensions after a `;` (ignored)."""
-    semicolon = line.find(b";")
-    digits = (line if semicolon < 0 else line[:semicolon]).rstrip(b" \t")
-    if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
-        raise HttpParseError(f"a chunk size is not a hexadecimal number: {line[:40]!r}")
-    return int(digits, 16)
 
 
 # HTTP/1.<digit> SP 3DIGIT [SP reason]: the code is three ASCII digits from 100 to 999; the
