@@ -1,9 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # cython: embedsignature=True
-# Strategy: the pure twin's ResponseParser (_http_py.py), with the body framing scanned in C over
-# the same fixed buffer. The head is parsed by the pure twin's parse_head (once per response),
-# and every message and state change matches the pure twin's, so both give equal results and
-# raise the same errors for every input however it is split. Sink and Receiver are the pure
+# Strategy: the pure twin's ResponseParser (_http_py.py), with the body framing and the head's
+# line ends scanned in C over the same fixed buffer. The head is parsed by the pure twin's
+# parse_head (once per response), and every message and state change matches the pure twin's,
+# so both give equal results and raise the same errors for every input however it is split
+# (tests/test_http_differential.py). A fault is latched, not raised, inside the scan, so the
+# body views framed before it are handed out first. Sink and Receiver are the pure
 # twin's too, written here so that an arrival (get_buffer, buffer_updated, the framing, the SSE
 # decoder's feed) runs no Python frame.
 """HTTP/1.1 response head and body framing, the body to events, and the asyncio arrival path:

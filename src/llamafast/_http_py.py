@@ -32,9 +32,7 @@ __all__ = [
 
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
 _CHUNKED, _LENGTH, _CLOSE = range(3)
-# A chunk size: 1 to 15 hex digits (which fit a signed 64-bit count), optional SP/HT, then
-# nothing or extensions after a `;` (ignored).
-_CHUNK_SIZE = re.compile(rb"([0-9a-fA-F]{1,15})[ \t]*(?:;.*)?", re.DOTALL).fullmatch
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 # A Content-Length is counted in a signed 64-bit integer (the Cython twin's), which no body
 # reaches: a larger one is refused, not wrapped.
 MAX_CONTENT_LENGTH = (1 << 63) - 1
@@ -206,12 +204,18 @@ class ResponseParser:
 
     def _line(self, state: int, line: bytes) -> None:
         """A chunk-size or trailer line, LF cut off. Both end in CRLF, with no other CR."""
-        text = line[:-1] if line.endswith(b"\r") else line
+        text = line[:-1] if line[-1:] == b"\r" else line
         crlf = len(text) < len(line) and b"\r" not in text
         if state == _SIZE:
             if not crlf:
                 raise HttpParseError(f"a chunk-size line does not end with CRLF: {text[:40]!r}")
-            self._left = chunk_size(text)
+            # 1 to 15 hex digits (which fit a signed 64-bit count), then optional SP/HT, then
+            # nothing or extensions after a `;` (ignored)
+            semicolon = text.find(b";")
+            digits = (text if semicolon < 0 else text[:semicolon]).rstrip(b" \t")
+            if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
+                raise HttpParseError(f"a chunk size is not a hexadecimal number: {text[:40]!r}")
+            self._left = int(digits, 16)
             self._state = _DATA if self._left else _TRAILER
         else:  # a trailer field (skipped), or the blank line after them
             if not crlf:
@@ -225,15 +229,6 @@ def too_long(state: int, size: int) -> HttpParseError:
     (shared by both twins)."""
     what = {_HEAD: "head", _TRAILER: "trailer line"}.get(state, "chunk-size line")
     return HttpParseError(f"the response's {what} is longer than {size} bytes")
-
-
-def chunk_size(line: bytes) -> int:
-    """A chunk-size line without its CRLF: 1 to 15 hex digits, then optional whitespace and
-    extensions after a `;` (ignored)."""
-    match = _CHUNK_SIZE(line)
-    if match is None:
-        raise HttpParseError(f"a chunk size is not a hexadecimal number: {line[:40]!r}")
-    return int(match[1], 16)
 
 
 # HTTP/1.<digit> SP 3DIGIT [SP reason]: the code is three ASCII digits from 100 to 999; the
