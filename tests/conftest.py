@@ -37,6 +37,7 @@ NAMES = (
     "ChatStream",
     "AsyncChatStream",
     "aiter_chat",
+    "Sink",
 )
 
 

@@ -13,6 +13,7 @@ from ._aclient import AsyncClient, AsyncClientStream
 from ._assemble_py import Assembler
 from ._body import build_body
 from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
+from ._chat_py import Sink as Sink  # the engine under the streams: not public (not in __all__)
 from ._client import Client, ClientStream
 from ._config import Config, InferConfig, Limits
 from ._errors import (
