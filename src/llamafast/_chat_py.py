@@ -9,7 +9,7 @@ as `Events` adapts `SseDecoder`, and the clients' transports feed it what arrive
 from __future__ import annotations
 
 import _thread
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from types import TracebackType
 from typing import Any, Self
 
@@ -62,15 +62,24 @@ class Sink:
         "assembler",
         "done",
     )
-    _decoder: SseDecoder | None
-    assembler: Assembler | None
+    _busy: _thread.LockType
+    _decoder: SseDecoder | None  # None until __init__ runs
+    _push: Callable[[str], list[ChatEvent]]  # the assembler's push (unset until __init__)
+    _chunks: list[bytes]  # bytes fed and not decoded yet
+    _items: list[Any]  # items decoded; those before _at are taken
+    _at: int
+    _fed: int  # bytes fed since take last found nothing more
+    _error: BaseException | None  # latched by take
+    _feed_error: BaseException | None  # a failed feed, raised after what was fed before it
+    assembler: Assembler  # None until __init__ runs (as the Cython twin's)
+    done: bool
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # Every field has a safe value before __init__ runs (as the Cython twin's __cinit__).
         self = super().__new__(cls)
         self._busy = _thread.allocate_lock()
         self._decoder = None
-        self.assembler = None
+        self.assembler = None  # type: ignore[assignment]
         self._clear()
         return self
 
@@ -87,12 +96,12 @@ class Sink:
             self._busy.release()
 
     def _clear(self) -> None:
-        self._chunks: list[bytes] = []  # bytes fed and not decoded yet
-        self._items: list[Any] = []  # items decoded; those before _at are taken
+        self._chunks = []
+        self._items = []
         self._at = 0
-        self._fed = 0  # bytes fed since take last found nothing more
-        self._error: BaseException | None = None  # latched by take
-        self._feed_error: BaseException | None = None  # a failed feed, raised after the rest
+        self._fed = 0
+        self._error = None
+        self._feed_error = None
         self.done = False
 
     def feed(self, pieces: Iterable[Any]) -> None:
@@ -221,7 +230,7 @@ class Sink:
         """end() without the lock (the streams hold their own)."""
         while self._take():  # lines fed and never taken still count
             pass
-        if self._decoder is None or self.assembler is None:
+        if self._decoder is None:  # (then there is no assembler either)
             raise uninitialised_error(self)
         if not self.done:
             self._decoder._close()
@@ -267,7 +276,7 @@ class _State(Pending):
 
     def _reset(self, sink: Sink) -> None:
         self._sink = sink
-        self._assembler = sink.assembler  # type: ignore[assignment]  # set by Sink.__init__
+        self._assembler = sink.assembler
         self._pending = []  # the current item's events not handed out, reversed
         self._completion = None
         self._error = None
