@@ -226,6 +226,77 @@ def test_sink_twins_agree_on_mutated_streams(data: st.DataObject) -> None:
     assert sink_outcome(CSink, bytes(body), cuts, max_line) == want
 
 
+def sink_scheduled(
+    sink_type: Any, body: bytes, cuts: list[int], takes: list[int], bad_at: int, max_line: int
+) -> list[Any]:
+    """Everything a Sink gives when `body` is fed in the pieces `cuts` makes (each as two views
+    of a buffer that is overwritten right after the feed) with `takes[i]` takes after the i-th
+    (the consumer falling behind or catching up: the bytes wait in the Sink), the i-th feed
+    carrying a piece that is not bytes-like when i is `bad_at`; then take to the end and end().
+    Each take's events (as repr) come with the assembler's state after it and `done`; then the
+    completion or the error (type and message)."""
+    sink = sink_type(max_line)
+    seen: list[Any] = []
+
+    def take() -> list[Any]:
+        events = sink.take()
+        chat = sink.assembler
+        state = (chat.id, chat.in_reasoning, chat.reasoning_tokens, chat.is_finished)
+        seen.append(([repr(e) for e in events], state, sink.done))
+        return events
+
+    pos = 0
+    try:
+        for i, end in enumerate([*sorted(set(cuts)), len(body)]):
+            buffer = bytearray(body[pos:end])
+            view = memoryview(buffer)
+            pos = end
+            pieces: list[Any] = [view[: len(view) // 2], view[len(view) // 2 :]]
+            if i == bad_at:
+                pieces.insert(1, 5)
+            sink.feed(pieces)
+            buffer[:] = b"\xff" * len(buffer)  # the transport reuses its buffer at once
+            for _ in range(takes[i % len(takes)]):
+                take()
+        while take():
+            pass
+        seen.append(repr(sink.end()))
+    except Exception as err:
+        seen.append((type(err).__name__, str(err)))
+    return seen
+
+
+def handed_out(seen: list[Any]) -> list[Any]:
+    """What a consumer sees of a `sink_scheduled` outcome, whatever the schedule: the takes
+    that gave events (with the state after each), then the end."""
+    return [s for s in seen[:-1] if s[0]] + seen[-1:]
+
+
+@pytest.mark.skipif(CSink is None, reason="the Cython twin is not built")
+@given(st.data())
+def test_sink_twins_agree_on_any_split_and_any_take_schedule(data: st.DataObject) -> None:
+    """Both twins decode at the same moment (in take) and raise each error after the same
+    events, for any split of the bytes, any pace of the consumer, a piece that is not
+    bytes-like anywhere; and within a twin, the split and the pace change nothing the consumer
+    sees (the whole body fed at once and taken to the end gives the same)."""
+    name = data.draw(st.sampled_from(NAMES))
+    body = bytearray(expected_body((HTTP / f"{name}.http").read_bytes()))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if body:
+            at = data.draw(st.integers(0, len(body) - 1))
+            body[at:at] = data.draw(st.sampled_from([b"\xff", b"\n", b"data: [DONE]\n", b"\r"]))
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=8))
+    takes = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=4))
+    bad_at = data.draw(st.sampled_from([-1, -1, 0, 1, 2]))
+    max_line = data.draw(st.sampled_from([64, 1 << 20]))
+    want = sink_scheduled(PureSink, bytes(body), cuts, takes, bad_at, max_line)
+    assert sink_scheduled(CSink, bytes(body), cuts, takes, bad_at, max_line) == want
+    if bad_at < 0:
+        for sink_type in (PureSink, CSink):
+            whole = sink_scheduled(sink_type, bytes(body), [], [0], -1, max_line)
+            assert handed_out(want) == handed_out(whole)
+
+
 # --- legal misuse: refused with an error, never a read outside the buffer -----------------------
 
 

@@ -1,14 +1,15 @@
 # What both twins of the fused stream offer (`_chat_c` and `_chat_py`): .ci/stubtest checks this
 # stub against each of them.
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 from typing_extensions import disjoint_base
 
+from llamafast._assemble_c import Assembler
 from llamafast._values import ChatEvent, Completion
 
-__all__ = ["AsyncChatStream", "ChatStream", "aiter_chat"]
+__all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]
 
 @disjoint_base
 class ChatStream:
@@ -61,3 +62,15 @@ class AsyncChatStream:
     ) -> None: ...
 
 def aiter_chat(source: AsyncIterable[bytes], max_line: int = ...) -> AsyncChatStream: ...
+
+@disjoint_base
+class Sink:
+    done: bool
+    @property
+    def assembler(self) -> Assembler: ...
+    def __init__(self, max_line: int) -> None: ...
+    def feed(self, pieces: Sequence[Any]) -> None: ...
+    @property
+    def backlog(self) -> int: ...
+    def take(self) -> list[ChatEvent]: ...
+    def end(self) -> Completion: ...

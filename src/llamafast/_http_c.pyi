@@ -1,15 +1,14 @@
 # What both twins of the clients' HTTP/1.1 response path offer (`_http_c` and `_http_py`):
 # .ci/stubtest checks this stub against each of them.
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from typing_extensions import disjoint_base
 
-from llamafast._assemble_c import Assembler
+from llamafast._chat_c import Sink as Sink
 from llamafast._errors import HttpParseError as HttpParseError
 from llamafast._limits import BACKLOG as BACKLOG
 from llamafast._limits import BUFFER as BUFFER
-from llamafast._values import ChatEvent, Completion
 
 __all__ = [
     "BACKLOG",
@@ -35,19 +34,9 @@ class ResponseParser:
     def done(self) -> bool: ...
     def free(self) -> memoryview: ...
     def filled(self, n: int) -> list[memoryview]: ...
+    @property
+    def fault(self) -> HttpParseError | None: ...
     def eof(self) -> None: ...
-
-@disjoint_base
-class Sink:
-    done: bool
-    @property
-    def assembler(self) -> Assembler: ...
-    def __init__(self, max_line: int) -> None: ...
-    def feed(self, pieces: Sequence[Any]) -> None: ...
-    @property
-    def backlog(self) -> int: ...
-    def take(self) -> list[ChatEvent]: ...
-    def end(self) -> Completion: ...
 
 @disjoint_base
 class Receiver:
@@ -61,6 +50,7 @@ class Receiver:
     paused: bool
     watched: bool
     last: float
+    received: int
     deliver: Callable[[], None] | None
     def __init__(self, loop: Any, parser: ResponseParser) -> None: ...
     def get_buffer(self, sizehint: int) -> memoryview: ...

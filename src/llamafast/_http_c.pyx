@@ -5,29 +5,25 @@
 # parse_head (once per response), and every message and state change matches the pure twin's,
 # so both give equal results and raise the same errors for every input however it is split
 # (tests/test_http_differential.py). A fault is latched, not raised, inside the scan, so the
-# body views framed before it are handed out first. Sink and Receiver are the pure
-# twin's too, written here so that an arrival (get_buffer, buffer_updated, the framing, the SSE
-# decoder's feed) runs no Python frame.
-"""HTTP/1.1 response head and body framing, the body to events, and the asyncio arrival path:
-Cython twin of `_http_py`."""
+# body views framed before it are handed out first. Receiver is the pure twin's too, written
+# here so that an arrival (get_buffer, buffer_updated, the framing, the Sink's feed, cimported
+# from _chat_c) runs no Python frame.
+"""HTTP/1.1 response head and body framing, and the asyncio arrival path: Cython twin of
+`_http_py`."""
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from libc.string cimport memchr, memmove
 
-from ._assemble_c cimport Assembler
-from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, SseDecoder
+from ._chat_c cimport Sink as CSink
 
-from ._assemble_c import PADDING
-from ._errors import HttpParseError, TruncatedError, busy_error, uninitialised_error
+from ._chat_c import Sink  # the body's bytes to events; re-exported here for the transports
+from ._errors import HttpParseError, TruncatedError
 from ._http_py import parse_head, too_long
 from ._limits import BACKLOG, BUFFER
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
 __all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "Sink", "parse_head"]
 
-# The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
-# simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
-cdef bint _PADDED = SSE_PADDING >= PADDING
 # Reading pauses while more than BACKLOG bytes wait in a Sink for the consumer; it reads again
 # once the consumer has taken everything there is, so a long line still arriving is only
 # slowed, never stopped.
@@ -311,127 +307,15 @@ cdef inline Py_ssize_t _find_nl(char* buf, Py_ssize_t pos, Py_ssize_t end) noexc
     return <char*>hit - buf
 
 
-cdef class Sink:
-    """The body's bytes to ChatEvents (see the pure twin), fused as ChatStream is: `feed` copies
-    the arrival's pieces into the SSE decoder's buffer, and `take` finds the next data lines
-    there and hands each payload to simdjson where it lies (no bytes object or str is made for
-    a payload). The decoder's buffer is the queue of lines not taken yet, so an error is found,
-    and raised, only when everything before it has been taken: as the pure twin's."""
-
-    cdef SseDecoder _dec
-    cdef Assembler _asm
-    cdef object _error
-    cdef bint _busy             # a feed, take or end is running: a second one is refused
-    cdef public bint done
-    cdef readonly object assembler
-
-    def __cinit__(self):
-        # made without __init__: no decoder; feed latches, take raises, never a crash
-        self._error = None
-        self.done = False
-
-    def __init__(self, max_line):
-        if self._busy:
-            raise busy_error(self, "__init__")
-        self._dec = SseDecoder(max_line)
-        self._asm = Assembler()
-        self.assembler = self._asm
-        self._error = None
-        self.done = False
-
-    def feed(self, pieces):
-        self._feed_all(list(pieces))
-
-    cdef int _feed_all(self, list pieces) except -1:
-        if self._error is not None or self.done:
-            return 0
-        if self._busy:  # a finalizer inside take(): the line it reads must not move
-            self._error = busy_error(self, "feed")
-            return 0
-        if self._dec is None:
-            self._error = uninitialised_error(self)
-            return 0
-        self._busy = True
-        try:
-            for piece in pieces:
-                self._dec.append(piece)
-        except Exception as err:  # MemoryError, or a piece that is not bytes-like
-            self._error = err
-        finally:
-            self._busy = False
-        return 0
-
-    @property
-    def backlog(self):
-        """Bytes fed and not taken yet (the decoder's buffer)."""
-        return self._backlog()
-
-    cdef inline Py_ssize_t _backlog(self) noexcept:
-        if self._dec is None or self._error is not None or self.done:
-            return 0
-        return self._dec.end - self._dec.start
-
-    def take(self):
-        """The events of the next item fed so far that gives any; [] when there is none yet.
-        Raises a latched error once nothing precedes it."""
-        cdef const char* data
-        cdef Py_ssize_t length
-        cdef int code
-        cdef list events
-        if self._busy:
-            raise busy_error(self, "take")
-        if self._error is None and not self.done:
-            if self._dec is None:
-                return []
-            self._busy = True
-            try:
-                while True:
-                    code = self._dec.next_line(&data, &length)
-                    if code == SSE_ITEM:
-                        events = []  # a payload is all or nothing: a failed one gives none
-                        self._asm.push_into(data, length, None, _PADDED, events)
-                        if events:
-                            return events
-                    elif code == SSE_DONE:  # nothing after it is read
-                        self.done = True
-                        break
-                    else:
-                        break
-            except Exception as err:
-                self._error = err
-            finally:
-                self._busy = False
-        if self._error is not None:
-            raise self._error
-        return []
-
-    def end(self):
-        """The body ended (cleanly, or with DONE): the Completion, or the error that says why
-        there is none."""
-        if self._busy:
-            raise busy_error(self, "end")
-        while self.take():  # lines fed and never taken still count
-            pass
-        if self._dec is None:
-            raise uninitialised_error(self)
-        if not self.done:
-            self._busy = True
-            try:
-                self._dec.finish()
-            finally:
-                self._busy = False
-        return self._asm.finish()
-
-
 cdef class Receiver:
     """The arrival path of an asyncio BufferedProtocol reading one response (see the pure
-    twin): the parser's buffer out, each arrival parsed, decoded into the Sink once one is
+    twin): the parser's buffer out, each arrival parsed, fed to the Sink once one is
     attached, a parse fault failed only after the bytes before it, and the waiting task woken
     once."""
 
     cdef public object loop, transport, error, waiter, deliver
     cdef public ResponseParser parser
-    cdef public Sink sink
+    cdef public CSink sink
     cdef public list early
     cdef public bint paused, watched
     cdef public double last
@@ -466,7 +350,7 @@ cdef class Receiver:
 
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef list pieces
-        cdef Sink sink
+        cdef CSink sink
         self.received += nbytes
         if self.error is not None:
             return

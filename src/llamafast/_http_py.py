@@ -2,23 +2,21 @@
 # `free()` (recv_into / BufferedProtocol.get_buffer write there), says how much it wrote with
 # `filled(n)`, and gets the body's bytes back as views into that same buffer (the chunked framing
 # cut out, nothing copied). The buffer never changes size, so the views a transport holds while
-# it writes stay valid; it is compacted before the next `free()`. The Sink turns those views into
-# ChatEvents (SseDecoder, then Assembler), and Receiver is an asyncio protocol's arrival path: the
-# bytes of each arrival go through the parser into the Sink, and the waiting task is woken once.
-"""HTTP/1.1 response head and body framing (chunked, Content-Length, until close), the body to
-events, and the asyncio arrival path: pure twin."""
+# it writes stay valid; it is compacted before the next `free()`. The Sink (_chat_py) turns those
+# views into ChatEvents, and Receiver is an asyncio protocol's arrival path: the bytes of each
+# arrival go through the parser into the Sink, and the waiting task is woken once.
+"""HTTP/1.1 response head and body framing (chunked, Content-Length, until close), and the
+asyncio arrival path: pure twin."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from ._assemble_py import Assembler
+from ._chat_py import Sink  # the body's bytes to events; re-exported here for the transports
 from ._errors import HttpParseError, TruncatedError
 from ._limits import BACKLOG, BUFFER
-from ._sse_py import SseDecoder
-from ._values import ChatEvent, Completion
 
 __all__ = [
     "BACKLOG",
@@ -339,106 +337,6 @@ def content_length(text: str) -> int:
         raise HttpParseError(f"Content-Length is larger than 2**63-1: {text[:40]!r}")
     return int(value)
 
-
-class Sink:
-    """The body's bytes to ChatEvents: `feed` runs the SSE decoder over the bytes as they
-    arrive, `take` the assembler over the items, in order. An error never swallows what came
-    before it: `take` raises it only once everything before it was handed out. `data: [DONE]`
-    ends the body (`.done`): nothing after it is read. `take` stops after each item that gave
-    events, so the assembler's state (`in_reasoning`, the token count) is that item's while
-    its events are handed out, as the thinking budget and the streams' properties need."""
-
-    __slots__ = (
-        "_at",
-        "_close",
-        "_decoder",
-        "_error",
-        "_fed",
-        "_feed",
-        "_items",
-        "_push",
-        "assembler",
-        "done",
-    )
-
-    def __init__(self, max_line: int) -> None:
-        self._decoder = decoder = SseDecoder(max_line)
-        self.assembler = Assembler()
-        self._feed = decoder.feed
-        self._push = self.assembler.push
-        self._items: list[Any] = []
-        self._at = 0
-        self._fed = 0  # bytes fed since the consumer last took everything there was
-        self._error: BaseException | None = None
-        self.done = False
-        self._close = decoder.close
-
-    def feed(self, pieces: Sequence[Any]) -> None:
-        if self._error is not None or self.done:
-            return
-        feed = self._feed
-        items = self._items
-        try:
-            for piece in pieces:
-                self._fed += len(piece)
-                got = feed(piece)
-                if got:
-                    items += got
-        except Exception as err:  # after the items before the fault
-            self._error = err
-            return
-        # A fault the decoder found is raised once the items before it are taken, without
-        # waiting for the next bytes (as Events raises it).
-        self._error = self._decoder._error
-
-    @property
-    def backlog(self) -> int:
-        """Bytes fed since the consumer last took everything there was (about what the Cython
-        twin counts: the bytes in its decoder not taken yet)."""
-        return 0 if self._error is not None or self.done else self._fed
-
-    def take(self) -> list[ChatEvent]:
-        """The events of the next item fed so far that gives any; [] when there is none yet.
-        Raises a latched error once nothing precedes it."""
-        items = self._items
-        at = self._at
-        n = len(items)
-        if at < n:
-            push = self._push
-            try:
-                while at < n:
-                    item = items[at]
-                    at += 1
-                    if type(item) is not str:  # DONE: nothing after it is read,
-                        self.done = True  # not even a fault
-                        self._error = None
-                        break
-                    events = push(item)
-                    if events:
-                        if at < n:
-                            self._at = at
-                        else:
-                            items.clear()
-                            self._at = 0
-                            self._fed = 0
-                        return events
-            except Exception as err:
-                self._error = err
-            items.clear()
-            self._at = 0
-        self._fed = 0
-        if self._error is not None:
-            raise self._error
-        return []
-
-    def end(self) -> Completion:
-        """The body ended (cleanly, or with DONE): the Completion, or the error that says why
-        there is none (a line cut: TruncatedError; no finish reason: StreamClosedEarlyError)."""
-        while self.take():  # items fed and never taken still count
-            pass
-        if not self.done:
-            self._close()
-        return self.assembler.finish()
 
 
 class Receiver:

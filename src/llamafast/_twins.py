@@ -34,7 +34,7 @@ STEMS: Final[dict[str, str]] = {
     "aiter_chat": "_chat",
     "ResponseParser": "_http",
     "Receiver": "_http",
-    "Sink": "_http",
+    "Sink": "_chat",
 }
 """Every twinned name, and the stem of the module pair that defines it."""
 
