@@ -137,6 +137,24 @@ def test_switching_protocols_is_refused(http: Any) -> None:
 
 
 @pytest.mark.parametrize(
+    "first", [b"SSH-2.0-OpenSSH_9.6\r\n", b"\x00\x01\xfe\xff garbage\r\n", b"HTTP/2 200\r\n"]
+)
+def test_a_first_line_that_is_no_status_line_is_refused_when_it_ends(
+    http: Any, first: bytes
+) -> None:
+    # A server that says something else and then waits is refused at once, not when it closes
+    # (the client then never waits for a head that will not come).
+    for cut in range(1, len(first) + 1):
+        parser = http.ResponseParser()
+        with pytest.raises(HttpParseError) as err:
+            for piece in (first[:cut], first[cut:]):
+                free = parser.free()
+                free[: len(piece)] = piece
+                parser.filled(len(piece))
+        assert str(err.value) == f"not an HTTP/1.1 status line: {first[:-2]!r}"
+
+
+@pytest.mark.parametrize(
     ("line", "status"),
     [
         (b"HTTP/1.1 200 OK", 200),

@@ -18,7 +18,7 @@ from ._chat_c cimport Sink as CSink
 
 from ._chat_c import Sink  # the body's bytes to events; re-exported here for the transports
 from ._errors import HttpParseError, TruncatedError
-from ._http_py import parse_head, too_long
+from ._http_py import parse_head, status_line, too_long
 from ._limits import BACKLOG, BUFFER
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
@@ -63,6 +63,7 @@ cdef class ResponseParser:
     cdef bytearray _buf
     cdef object _view
     cdef Py_ssize_t _size, _start, _end, _seen
+    cdef bint _line1  # the status line of the head being read was checked
     cdef int _state, _framing
     cdef long long _left
     cdef object _fault
@@ -86,6 +87,7 @@ cdef class ResponseParser:
         self._start = 0
         self._end = 0
         self._seen = 0  # bytes after _start already scanned for the end of the head or line
+        self._line1 = False
         self._state = HEAD
         self._framing = CLOSE
         self._left = 0
@@ -221,11 +223,20 @@ cdef class ResponseParser:
                     f"a line of the response head ends in LF without CR: {line[:80]!r}"
                 )
                 return -3
+            if not self._line1:
+                try:
+                    status_line(buf[pos:lf - 1])
+                except HttpParseError as err:
+                    self._fault = err
+                    return -3
+                self._line1 = True
             if lf == pos + 1:  # the first line is empty
                 self._seen = 0
+                self._line1 = False
                 return pos
             if buf[lf - 2] == 10:  # an empty line after the fields: the head ends
                 self._seen = 0
+                self._line1 = False
                 return lf - 3
             at = lf + 1
 

@@ -50,6 +50,7 @@ class ResponseParser:
         "_fault",
         "_framing",
         "_left",
+        "_line1",
         "_seen",
         "_start",
         "_state",
@@ -65,6 +66,7 @@ class ResponseParser:
         self._start = 0  # bytes before this are consumed
         self._end = 0  # bytes up to this are filled
         self._seen = 0  # bytes after _start already scanned for the end of the head or line
+        self._line1 = False  # the status line of the head being read was checked
         self._state = _HEAD
         self._framing = _CLOSE
         self._left = 0  # body bytes left: of the current chunk, or of the Content-Length
@@ -185,11 +187,16 @@ class ResponseParser:
                 raise HttpParseError(
                     f"a line of the response head ends in LF without CR: {line[:80]!r}"
                 )
+            if not self._line1:
+                status_line(bytes(buf[pos : lf - 1]))
+                self._line1 = True
             if lf == pos + 1:  # the first line is empty
                 self._seen = 0
+                self._line1 = False
                 return pos
             if buf[lf - 2] == 10:  # an empty line after the fields: the head ends
                 self._seen = 0
+                self._line1 = False
                 return lf - 3
             at = lf + 1
 
@@ -239,16 +246,23 @@ _PLAIN_FIELDS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*)*
 _TCHARS = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def status_line(line: bytes) -> int:
+    """The status code of a status line (without its CRLF); HttpParseError if it is not one.
+    The parsers check it as soon as the line has come, not with the whole head, so a server
+    that says something else and then waits is refused at once. Shared by both twins."""
+    match = _STATUS_LINE(line)
+    if match is None:
+        raise HttpParseError(f"not an HTTP/1.1 status line: {line[:80]!r}")
+    return int(match[2])
+
+
 def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
     """A response head without its blank line, its lines ended by CRLF: (status, headers with
     lower-case names, keep-alive, framing, body bytes left, parser state). The state is _HEAD
     for an interim answer (1xx): the final answer's head comes next. Shared by both twins."""
     lines = head.split(b"\r\n")
     line = lines[0]
-    match = _STATUS_LINE(line)
-    if match is None:
-        raise HttpParseError(f"not an HTTP/1.1 status line: {line[:80]!r}")
-    status = int(match[2])
+    status = status_line(line)
     if status == 101:  # we never ask to upgrade
         raise HttpParseError(
             f"the server switched protocols, which was not asked for: {line[:80]!r}"
@@ -258,7 +272,7 @@ def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
         return status, headers, True, _CLOSE, 0, _HEAD
     connection = headers.get("connection", "").lower()
     tokens = _tokens(connection) if "," in connection else (connection,)
-    http_1_0 = match[1] == b"0"  # its connections close unless the server says keep-alive
+    http_1_0 = line[7:8] == b"0"  # its connections close unless the server says keep-alive
     keep_alive = "keep-alive" in tokens if http_1_0 else "close" not in tokens
     if status in (204, 304):  # no body, whatever the fields say
         return status, headers, keep_alive, _CLOSE, 0, _DONE
@@ -336,7 +350,6 @@ def content_length(text: str) -> int:
     if len(value) > 19 or int(value) > MAX_CONTENT_LENGTH:
         raise HttpParseError(f"Content-Length is larger than 2**63-1: {text[:40]!r}")
     return int(value)
-
 
 
 class Receiver:
