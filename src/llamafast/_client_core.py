@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
 from . import _twins
+from ._chat_py import _CLOSED, _NOT_ENDED  # ChatStream's words, for the same states
 from ._config import Config, Limits
 from ._errors import (
     BusyError,
@@ -337,10 +338,6 @@ def request_bytes(
     return head if body is None else head + body
 
 
-_CLOSED = "the stream was closed before it ended"
-_NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
-
-
 class StreamState:
     """What both clients' streams show of the response: `.completion` once it has ended, and
     the assembler's state as it arrives (`.id`, `.reasoning_tokens`, ...)."""
@@ -399,6 +396,15 @@ def _fatal(err: BaseException) -> bool:
     return isinstance(err, HandshakeTimeout)
 
 
+def _answered(conn: Any) -> bool:
+    """Some byte of an answer has come."""
+    return bool(conn.received)
+
+
+def _head_done(conn: Any) -> bool:
+    return bool(conn.parser.head_done)
+
+
 class RequestCore:
     """The rules of one request, from joining its slot's line to the end of its stream.
 
@@ -438,6 +444,7 @@ class RequestCore:
         self.probed = False
         self.conn: Any = None  # the chat's connection, once the stream may start
         self.sink: Any = None
+        self.completion: Completion | None = None  # once next_events has seen the end
         limits = core.limits
         self.soft = limits.thinking_budget
         self.hard_cap = limits.thinking_hard_cap
@@ -582,11 +589,8 @@ class RequestCore:
         what = f"{method} {core.target.prefix}{path}"
         conn = yield Connect(core.request(method, path, body), deadline)
         try:
-            while not conn.parser.head_done:
-                self._check_head(conn, what)
-                if clock() >= deadline:
-                    raise TimeoutError(f"{what} did not finish in time")
-                yield Receive(conn, deadline)
+            if not (yield from self._receive_until(conn, _head_done, deadline, what)):
+                raise TimeoutError(f"{what} did not finish in time")
             data = yield from self._read_whole(conn, limit, deadline, what)
         except Exception:
             yield Close(conn)
@@ -676,7 +680,7 @@ class RequestCore:
             conn = None
             try:
                 conn = yield Connect(request, clock() + limits.connect_timeout)
-                got = yield from self._first_byte(conn, check_at, what)
+                got = yield from self._receive_until(conn, _answered, check_at, what)
                 while not got and clock() < until:
                     if not self.probed:
                         self.probed = True
@@ -684,7 +688,7 @@ class RequestCore:
                         if busy and not self.said_busy:
                             self.said_busy = True
                             yield Emit(Waiting(slot_busy=True))
-                    got = yield from self._first_byte(conn, until, what)
+                    got = yield from self._receive_until(conn, _answered, until, what)
             except OSError as err:  # refused, reset, timed out: before any byte of an answer
                 if conn is not None:
                     yield Close(conn)
@@ -701,7 +705,11 @@ class RequestCore:
             # within stall_timeout of it.
             rest = clock() + limits.stall_timeout
             try:
-                yield from self._rest_of_head(conn, rest, what)
+                if not (yield from self._receive_until(conn, _head_done, rest, what)):
+                    stall = limits.stall_timeout
+                    raise StalledError(
+                        stall, f"the head of the answer to {what} did not finish within {stall:g} s"
+                    )
                 parser = conn.parser
                 status = parser.status
                 content_type = parser.headers.get("content-type", "")
@@ -726,27 +734,19 @@ class RequestCore:
                 continue
             raise HttpError(status, text)
 
-    def _first_byte(self, conn: Any, until: float, what: str) -> Phase[bool]:
-        """Wait for the first byte of the answer until `until`: False if none has come. A
-        connection that fails or ends before any byte is its OSError (retried)."""
+    def _receive_until(
+        self, conn: Any, ready: Callable[[Any], bool], until: float, what: str
+    ) -> Phase[bool]:
+        """Receive on `conn` until `ready(conn)` (True) or the clock reads `until` (False). A
+        connection that fails or ends first: `_check_head`'s error (before any byte of an
+        answer, the OSError, retried where the rules allow)."""
         clock = self.core.clock
-        while not conn.received:
+        while not ready(conn):
             self._check_head(conn, what)
             if clock() >= until:
                 return False
             yield Receive(conn, until)
         return True
-
-    def _rest_of_head(self, conn: Any, until: float, what: str) -> Phase[None]:
-        clock = self.core.clock
-        while not conn.parser.head_done:
-            self._check_head(conn, what)
-            if clock() >= until:
-                stall = self.core.limits.stall_timeout
-                raise StalledError(
-                    stall, f"the head of the answer to {what} did not finish within {stall:g} s"
-                )
-            yield Receive(conn, until)
 
     def _courtesy_body(self, conn: Any, until: float, what: str) -> Phase[str]:
         """An answer's body that only explains it (an error answer's): what came of it by
@@ -796,8 +796,6 @@ class RequestCore:
             if mapped is err:
                 raise
             raise mapped from err
-
-    completion: Completion | None = None
 
     def budget(self) -> Phase[None] | None:
         """After an item's events while `watch_budget`: None, or the commands to carry out
