@@ -36,6 +36,7 @@ from llamafast import (
     ToolCallDelta,
     ToolSchema,
     TruncatedError,
+    Usage,
     User,
     Waiting,
 )
@@ -47,6 +48,7 @@ EXAMPLES: list[Any] = [
     Assistant("a", "r", (ToolCall("i", "n", "{}"),)),
     Tool("id", "c"),
     Timings(1, 2, 3),
+    Usage(10, 5, 2),
     Queued(2),
     Waiting(True),
     Progress(10, 2, 5),
@@ -105,6 +107,13 @@ def test_defaults_of_assistant_timings_and_chat_request() -> None:
     assert Timings() == Timings(0, 0, 0)
     req = ChatRequest(slot=0, messages=[User("x")])
     assert req.tools == () and req.thinking is False
+
+
+def test_usage_fields_in_order_and_cached_tokens_defaults_to_zero() -> None:
+    assert Usage(10, 5) == Usage(prompt_tokens=10, completion_tokens=5, cached_tokens=0)
+    match Usage(10, 5, 2):
+        case Usage(prompt, completion, cached):
+            assert (prompt, completion, cached) == (10, 5, 2)
 
 
 def test_timings_fields_in_order_and_the_times_default_to_float_zero() -> None:

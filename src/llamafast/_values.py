@@ -37,6 +37,7 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolSchema",
+    "Usage",
     "User",
     "Waiting",
 ]
@@ -187,6 +188,17 @@ class Timings:
     def predicted_per_second(self) -> float:
         """Tokens generated per second; 0.0 when no time was measured."""
         return self.predicted_n / self.predicted_ms * 1000.0 if self.predicted_ms else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The token counts the server reports for one request, as it sent them: `prompt_tokens`
+    (the prompt, cached ones included), `completion_tokens` (generated) and `cached_tokens` (the
+    prompt tokens served from the cache; 0 when the server did not say)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

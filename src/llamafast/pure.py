@@ -56,6 +56,7 @@ from ._values import (
     ToolCall,
     ToolCallDelta,
     ToolSchema,
+    Usage,
     User,
     Waiting,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSchema",
     "TruncatedError",
+    "Usage",
     "User",
     "WaitTimeoutError",
     "Waiting",
