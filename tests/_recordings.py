@@ -98,3 +98,25 @@ def recorded_times(expected: dict[str, Any]) -> dict[str, float]:
             if isinstance(found, dict):
                 times = {k: float(found.get(k, 0.0)) for k in ("prompt_ms", "predicted_ms")}
     return times
+
+
+def recorded_reports(expected: dict[str, Any]) -> dict[str, Any]:
+    """`model` (of the first chunk that names one) and `usage` (of the last chunk with one, as
+    `Usage`) among an expected file's items, as Completion keywords (the expected files predate
+    these fields; the assembler reports them: docs/assembler.md, rules MODEL and USAGE)."""
+    from llamafast import Usage
+
+    reports: dict[str, Any] = {}
+    for item in expected.get("items", []):
+        if "data" not in item or not item["data"].startswith("{"):
+            continue
+        chunk = json.loads(item["data"])
+        if "model" in chunk and "model" not in reports:
+            reports["model"] = chunk["model"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            details = usage.get("prompt_tokens_details") or {}
+            reports["usage"] = Usage(
+                usage["prompt_tokens"], usage["completion_tokens"], details.get("cached_tokens", 0)
+            )
+    return reports

@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 import llamafast
-from _recordings import recorded_times
+from _recordings import recorded_reports, recorded_times
 from llamafast import (
     AsyncClient,
     ChatEvent,
@@ -594,6 +594,7 @@ def expected(name: str) -> tuple[list[ChatEvent], Completion | None]:
         timings=Timings(**c["timings"], **recorded_times(data)),
         reasoning_tokens=c["reasoning_tokens"],
         thinking_capped=c["thinking_capped"],
+        **recorded_reports(data),
     )
     return events, completion
 

@@ -494,11 +494,15 @@ def test_null_tool_call_fields_are_absent_ones(impl):
 
 
 def test_unknown_fields_are_ignored_at_every_level(impl):
+    delta = {"reasoning_content": "r", "content": "c", "tool_calls": [call(0, "i", "f", "{")]}
+    logprobs = {"content": [{"token": "r", "logprob": -0.5}]}
     plain = [
         chunk(
-            {"reasoning_content": "r", "content": "c", "tool_calls": [call(0, "i", "f", "{")]},
+            choices=[{"index": 0, "finish_reason": None, "delta": delta, "logprobs": logprobs}],
             timings=timings(1, 2, 3),
             progress={"total": 9, "cache": 1, "processed": 4},
+            model="tiny.gguf",
+            usage={"completion_tokens": 3},
         ),
         chunk(finish="tool_calls"),
     ]
@@ -516,7 +520,12 @@ def test_unknown_fields_are_ignored_at_every_level(impl):
                     {
                         "index": 0,
                         "finish_reason": None,
-                        "logprobs": {"content": [{"token": "r", "logprob": -0.5}]},
+                        "logprobs": {
+                            "content": [
+                                {"id": 7, "token": "r", "bytes": [114], "logprob": -0.5, "x": 1}
+                            ],
+                            "refusal": None,
+                        },
                         "delta": {
                             "role": "assistant",
                             "reasoning_content": "r",

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _recordings import open_recording, stream_recordings
-from llamafast import Content, HttpError, Progress, Reasoning, ToolCallDelta
+from llamafast import Content, HttpError, Progress, Reasoning, TokenLogprob, ToolCallDelta
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -126,6 +126,48 @@ def tool_call_entries(draw: st.DrawFn) -> Any:
     return draw(maybe(with_extras(entry)))
 
 
+# a token's log probability: mostly a float, now and then an integer or an edge
+logprob_values = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, max_value=0.0),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.sampled_from([0, -0.0, -1e308, 2**63, 2**64 - 1, -(2**63)]),
+)
+
+
+@st.composite
+def token_logprobs(draw: st.DrawFn, top: bool) -> Any:
+    entry = {
+        "id": 7,
+        "token": draw(maybe(st.text(max_size=4))),
+        "bytes": [97],
+        "logprob": draw(maybe(logprob_values)),
+    }
+    if top:
+        alternatives = st.lists(maybe(token_logprobs(False)), max_size=3)
+        entry["top_logprobs"] = draw(maybe(st.one_of(alternatives, st.none())))
+    return draw(maybe(with_extras(entry)))
+
+
+@st.composite
+def logprobs_objects(draw: st.DrawFn) -> Any:
+    """A choice's logprobs, as llama-server sends them: {"content": [{token, logprob,
+    top_logprobs: [{token, logprob}]}]} (id and bytes beside them), or null."""
+    content = st.one_of(st.lists(token_logprobs(True), max_size=3), st.none())
+    return draw(maybe(st.one_of(with_extras({"content": draw(maybe(content))}), st.none())))
+
+
+@st.composite
+def usages(draw: st.DrawFn) -> Any:
+    details = draw(maybe(st.one_of(with_extras({"cached_tokens": draw(counts)}), st.none())))
+    usage = {
+        "completion_tokens": draw(counts),
+        "prompt_tokens": draw(counts),
+        "total_tokens": 5,
+        "prompt_tokens_details": details,
+    }
+    return draw(maybe(st.one_of(with_extras(usage), st.none())))
+
+
 @st.composite
 def chunks(draw: st.DrawFn) -> Any:
     delta = draw(
@@ -146,6 +188,7 @@ def chunks(draw: st.DrawFn) -> Any:
                 "finish_reason": draw(
                     maybe(st.sampled_from([None, "stop", "tool_calls", "length", "eos", "STOP"]))
                 ),
+                "logprobs": draw(logprobs_objects()),
             }
         )
     )
@@ -166,10 +209,12 @@ def chunks(draw: st.DrawFn) -> Any:
         "choices": draw(maybe(st.lists(maybe(st.just(choice)), max_size=3))),
         "created": 1,
         "id": draw(maybe(st.sampled_from(["chatcmpl-a", "chatcmpl-b", ""]))),
-        "model": "tiny.gguf",
+        "model": draw(maybe(st.sampled_from(["tiny.gguf", "other.gguf", ""]))),
         "object": "chat.completion.chunk",
         "timings": draw(maybe(st.just(timings))),
     }
+    if draw(st.integers(0, 3)) == 0:
+        chunk["usage"] = draw(usages())
     if draw(st.integers(0, 3)) == 0:
         chunk["prompt_progress"] = draw(maybe(st.just(progress)))
     chunk = draw(with_extras(chunk))
@@ -345,12 +390,22 @@ def well_formed_streams(draw: st.DrawFn) -> list[str | bytes]:
             chunk["choices"] = [{"delta": {"tool_calls": [piece]}, "finish_reason": None}]
         else:
             chunk["choices"] = [{"delta": {kind: draw(texts)}, "finish_reason": None}]
+        if kind != "progress" and draw(st.booleans()):  # asked for: on every token's chunk
+            lp = {"token": draw(texts), "logprob": draw(logprob_values)}
+            alternatives = draw(st.lists(st.just(lp), max_size=2))
+            chunk["choices"][0]["logprobs"] = {"content": [{**lp, "top_logprobs": alternatives}]}
+        if draw(st.booleans()):
+            chunk["model"] = draw(st.sampled_from(["tiny.gguf", "other.gguf"]))
         if draw(st.booleans()):
             chunk["timings"] = {"cache_n": 1, "prompt_n": 2, "predicted_n": draw(counts)}
         out.append(chunk)
     if draw(st.booleans()):
         finish = draw(st.sampled_from(["stop", "tool_calls", "length"]))
         out.append({"choices": [{"delta": {}, "finish_reason": finish}], "id": "chatcmpl-y"})
+        if draw(st.booleans()):  # the usage chunk
+            usage = {"completion_tokens": draw(counts), "prompt_tokens": draw(counts)}
+            usage["prompt_tokens_details"] = {"cached_tokens": draw(counts)}
+            out.append({"choices": [], "id": "chatcmpl-y", "usage": usage})
     return [serialize(draw, c) if draw(st.integers(0, 9)) == 0 else json.dumps(c) for c in out]
 
 
@@ -375,8 +430,9 @@ def test_push_type_errors_agree(
 
 
 EVENTS = [
-    (Content, ("x",)),
-    (Content, ("é😀\x00",)),
+    (Content, ("x", ())),
+    (Content, ("é😀\x00", ())),
+    (Content, ("x", (TokenLogprob("x", -0.5, (("x", -0.5), ("y", -2.0))),))),
     (Reasoning, ("think",)),
     (Progress, (10, 2, 5)),
     (Progress, (2**63 - 1, 0, 0)),
@@ -398,7 +454,7 @@ def test_fast_built_events_are_the_same_objects(
     assert fast == slow and slow == fast
     assert hash(fast) == hash(slow)
     assert repr(fast) == repr(slow)
-    assert dataclasses.astuple(fast) == args
+    assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
     assert dataclasses.replace(fast) == slow
     assert pickle.loads(pickle.dumps(fast)) == slow
     assert gc.is_tracked(fast) == gc.is_tracked(slow)

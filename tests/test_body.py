@@ -65,6 +65,7 @@ def test_body_with_one_tool_and_thinking_on_has_every_field() -> None:
         "return_progress": True,
         "timings_per_token": True,
         "reasoning_control": True,
+        "stream_options": {"include_usage": True},
         "max_tokens": 512,
         "temperature": 0.7,
         "top_p": 0.9,
@@ -176,6 +177,23 @@ def test_messages_keep_their_order() -> None:
     assert [m["content"] for m in got] == ["1", "2", "3", "4", "5"]
 
 
+def test_the_usage_chunk_is_always_asked_for() -> None:
+    # Completion.usage comes from the chunk the server sends only with include_usage
+    # (docs/request-body.md, rule FIXED).
+    assert body(ChatRequest(None, [User("hi")]))["stream_options"] == {"include_usage": True}
+
+
+def test_logprobs_are_sent_only_when_asked_for() -> None:
+    # docs/request-body.md, rule LOGPROBS: left out when unset, so such a body is unchanged.
+    plain = body(ChatRequest(0, [User("hi")]))
+    assert "logprobs" not in plain and "top_logprobs" not in plain
+    got = body(ChatRequest(0, [User("hi")], logprobs=True))
+    assert got["logprobs"] is True and "top_logprobs" not in got
+    got = body(ChatRequest(0, [User("hi")], logprobs=True, top_logprobs=2))
+    assert (got["logprobs"], got["top_logprobs"]) == (True, 2)
+    assert body(ChatRequest(0, [User("hi")], logprobs=True, top_logprobs=0))["top_logprobs"] == 0
+
+
 def test_sse_ping_interval_is_sent_only_when_set() -> None:
     req = ChatRequest(slot=0, messages=[User("hi")])
     assert "sse_ping_interval" not in body(req)
@@ -228,7 +246,7 @@ def _request_from_recording(sent: dict[str, Any]) -> ChatRequest:
     ours = {
         "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
         "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
-        "chat_template_kwargs", "sse_ping_interval", *TYPED,
+        "chat_template_kwargs", "sse_ping_interval", "stream_options", *TYPED,
     }  # fmt: skip
     return ChatRequest(
         slot=sent["id_slot"],
@@ -241,9 +259,9 @@ def _request_from_recording(sent: dict[str, Any]) -> ChatRequest:
 
 
 # Fields the recordings carry to steer the tiny test model (fixtures/README.md): the typed ones
-# go through ChatRequest's fields, the others through `extra` (usage_chunk asked for
-# stream_options.include_usage to show the usage chunk).
-TYPED = ("seed", "grammar", "tool_choice")
+# go through ChatRequest's fields, the others through `extra` (usage_chunk's
+# stream_options.include_usage is what build_body always sends).
+TYPED = ("seed", "grammar", "tool_choice", "logprobs", "top_logprobs")
 
 
 def _chat_requests() -> list[str]:
@@ -284,6 +302,7 @@ def test_body_has_the_shape_of_the_recorded_requests(name: str) -> None:
     ours = body(_request_from_recording(sent), cfg)
     theirs = dict(sent)
     theirs.setdefault("reasoning_control", True)  # the client always asks for it
+    theirs.setdefault("stream_options", {"include_usage": True})  # and for the usage chunk
     assert ours == theirs
 
 
@@ -427,7 +446,7 @@ def test_an_empty_extra_is_the_same_as_none() -> None:
         "model", "messages", "tools", "id_slot", "stream", "cache_prompt", "return_progress",
         "timings_per_token", "reasoning_control", "chat_template_kwargs", "sse_ping_interval",
         "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "tool_choice",
-        "response_format", "grammar",
+        "response_format", "grammar", "stream_options", "logprobs", "top_logprobs",
     ],
 )  # fmt: skip
 def test_extra_may_not_set_a_field_the_library_writes(key: str) -> None:
@@ -467,6 +486,12 @@ def test_extra_keys_must_be_strings() -> None:
         ({"grammar": b"root"}, "grammar", "a string, not b'root'"),
         ({"response_format": "json"}, "response_format", "a mapping, not 'json'"),
         ({"tool_choice": 1}, "tool_choice", "a string, not 1"),
+        ({"logprobs": 1}, "logprobs", "True or False, not 1"),
+        ({"logprobs": "yes"}, "logprobs", "True or False, not 'yes'"),
+        ({"top_logprobs": 2}, "top_logprobs", "needs logprobs=True"),
+        ({"logprobs": True, "top_logprobs": -1}, "top_logprobs", "at least 0, not -1"),
+        ({"logprobs": True, "top_logprobs": 2.0}, "top_logprobs", "an integer, not 2.0"),
+        ({"logprobs": True, "top_logprobs": True}, "top_logprobs", "an integer, not True"),
     ],
 )
 def test_a_bad_value_is_a_value_error_naming_the_field(
@@ -516,6 +541,8 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
             tool_choice="read_file",
             response_format={"type": "json_object"},
             grammar="root ::= x",
+            logprobs=True,
+            top_logprobs=3,
             extra={"z": 1, "a": 2},
         )
 
@@ -523,9 +550,9 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
     assert all(build_body(CFG, make()) == first for _ in range(3))
     assert list(json.loads(first)) == [
         "model", "messages", "tools", "cache_prompt", "stream", "return_progress",
-        "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
-        "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
-        "chat_template_kwargs", "a", "z",
+        "timings_per_token", "reasoning_control", "stream_options", "max_tokens", "temperature",
+        "top_p", "top_k", "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
+        "logprobs", "top_logprobs", "chat_template_kwargs", "a", "z",
     ]  # fmt: skip
 
 
@@ -533,9 +560,9 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
 
 ORDER = [
     "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
-    "timings_per_token", "reasoning_control", "max_tokens", "temperature", "top_p", "top_k",
-    "min_p", "seed", "stop", "tool_choice", "response_format", "grammar", "chat_template_kwargs",
-    "sse_ping_interval",
+    "timings_per_token", "reasoning_control", "stream_options", "max_tokens", "temperature",
+    "top_p", "top_k", "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
+    "logprobs", "top_logprobs", "chat_template_kwargs", "sse_ping_interval",
 ]  # fmt: skip
 UNIT = st.floats(min_value=0, max_value=1, allow_nan=False)
 
@@ -545,6 +572,7 @@ def requests(draw: st.DrawFn) -> ChatRequest:
     tools = draw(st.sampled_from([(), (READ_FILE,), (READ_FILE, WRITE_FILE)]))
     choices = ["auto", "none", "required", *(t.name for t in tools)]
     maybe = st.none
+    logprobs = draw(st.booleans())
     return ChatRequest(
         draw(maybe() | st.integers(0, 8)),
         [User(draw(st.text(max_size=8)))],
@@ -560,6 +588,8 @@ def requests(draw: st.DrawFn) -> ChatRequest:
         tool_choice=draw(maybe() | st.sampled_from(choices)),
         response_format=draw(maybe() | st.just({"type": "json_object"})),
         grammar=draw(maybe() | st.text(max_size=10)),
+        logprobs=logprobs,
+        top_logprobs=draw(maybe() | st.integers(0, 20)) if logprobs else None,
         extra=draw(
             maybe()
             | st.dictionaries(
@@ -596,3 +626,5 @@ def test_any_valid_request_gives_its_fields_in_order_and_the_same_bytes_again(
         value = getattr(req, field)
         assert got.get(field) == value and ((field in got) is (value is not None))
     assert got.get("stop") == (list(req.stop) or None)
+    assert got.get("logprobs") == (req.logprobs or None)
+    assert got.get("top_logprobs") == req.top_logprobs

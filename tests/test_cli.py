@@ -9,6 +9,7 @@ that no failure ends in a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import json
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 import llamafast
+from _recordings import recorded_reports
 from llamafast import (
     Completion,
     ConnectError,
@@ -36,7 +38,9 @@ from llamafast import (
     Retrying,
     ThinkingCapped,
     Timings,
+    TokenLogprob,
     ToolCallDelta,
+    Usage,
     Waiting,
     _cli,
 )
@@ -220,6 +224,10 @@ def test_json_lines_are_the_expected_events_and_completion(
     assert last.pop("type") == "completion"
     assert last.pop("implementation") == twin.IMPLEMENTATION
     assert isinstance(last.pop("parse_ms"), float)
+    reports = recorded_reports(want)  # what the server reported beside the expected fields
+    assert last.pop("model") == reports.get("model")
+    usage = reports.get("usage")
+    assert last.pop("usage") == (None if usage is None else dataclasses.asdict(usage))
     assert last == want["completion"]
 
 
@@ -231,6 +239,31 @@ def test_json_of_the_default_as_a_process(impl: types.SimpleNamespace) -> None:
     assert lines[:-1] == expected("reasoning_then_content")["events"]
     assert lines[-1]["type"] == "completion"
     assert lines[-1]["implementation"] == impl.IMPLEMENTATION
+
+
+def test_logprobs_and_usage_in_the_json_lines_and_the_summary(
+    twin: types.SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A Content's logprobs only when it has some; the completion line's model, usage, logprobs.
+    lp = TokenLogprob("Hi", -0.5, (("Hi", -0.5), ("Yo", -1.5)))
+    assert _cli.event_json(Content("Hi")) == {"type": "content", "text": "Hi"}
+    assert _cli.event_json(Content("Hi", (lp,))) == {
+        "type": "content",
+        "text": "Hi",
+        "logprobs": [{"token": "Hi", "logprob": -0.5, "top": [["Hi", -0.5], ["Yo", -1.5]]}],
+    }
+    done = dataclasses.replace(COMPLETION, model="m", usage=Usage(9, 3, 4), logprobs=(lp,))
+    got = _cli.completion_json(done)
+    assert (got["model"], got["usage"], got["logprobs"]) == (
+        "m",
+        {"prompt_tokens": 9, "completion_tokens": 3, "cached_tokens": 4},
+        [{"token": "Hi", "logprob": -0.5, "top": [["Hi", -0.5], ["Yo", -1.5]]}],
+    )
+    assert "logprobs" not in _cli.completion_json(COMPLETION)
+    status, out, err = run(["replay", str(FIXTURES / "http" / "usage_chunk.http")], capsys)
+    assert (status, err) == (0, "")
+    assert "usage          59 tokens prompt (39 cached), 5 tokens completion" in out
+    assert "model          tiny.gguf" in out
 
 
 def test_event_json_names_every_event_kind() -> None:

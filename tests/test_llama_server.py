@@ -260,6 +260,59 @@ def test_max_tokens_and_temperature_per_request(llama: str) -> None:
     assert completion.timings.predicted_ms > 0 and completion.timings.predicted_per_second > 0
 
 
+# --- what the server reports -------------------------------------------------------------------
+
+
+def test_usage_and_model_come_with_every_completion(llama: str) -> None:
+    client = Client(config(llama))
+    req = ChatRequest(0, [User("Count on.")], max_tokens=6, extra={"ignore_eos": True})
+    events: list[ChatEvent] = []
+    first = client.complete(req, events.append)
+    second = client.complete(req)  # the same prompt again: from the slot's cache
+    assert first.model and first.model == second.model
+    assert first.usage is not None and second.usage is not None
+    assert first.usage.completion_tokens == first.timings.predicted_n == 6
+    assert first.usage.prompt_tokens == first.timings.prompt_n + first.timings.cache_n
+    assert second.usage.prompt_tokens == first.usage.prompt_tokens
+    assert second.usage.cached_tokens == second.timings.cache_n > 0
+    # not asked for: none on the events or the completion
+    assert first.logprobs == () and all(e.logprobs == () for e in events if isinstance(e, Content))
+
+
+def test_logprobs_and_top_logprobs_on_the_events_and_the_completion(llama: str) -> None:
+    req = ChatRequest(
+        1,
+        [User("Go on.")],
+        max_tokens=8,
+        logprobs=True,
+        top_logprobs=2,
+        extra={"ignore_eos": True},
+    )
+
+    async def main() -> tuple[list[ChatEvent], Completion]:
+        async with AsyncClient(config(llama)) as client:
+            events: list[ChatEvent] = []
+            return events, await client.complete(req, events.append)
+
+    sync_events: list[ChatEvent] = []
+    sync = Client(config(llama)).complete(req, sync_events.append)
+    for events, completion in [(sync_events, sync), asyncio.run(main())]:
+        contents = [e for e in events if isinstance(e, Content)]
+        assert completion.logprobs == tuple(t for e in contents for t in e.logprobs)
+        assert completion.usage is not None
+        # one per token whose text the server sent (it holds back a partial UTF-8 character)
+        assert 0 < len(completion.logprobs) <= completion.usage.completion_tokens == 8
+        for t in completion.logprobs:
+            assert t.token and t.logprob <= 0.0 and len(t.top) == 2
+            assert t.top[0][1] >= t.top[1][1]  # most likely first
+            assert t.logprob <= t.top[0][1]  # the token drawn is at most the likeliest
+
+
+def test_top_logprobs_without_logprobs_is_refused_before_it_is_sent(llama: str) -> None:
+    with pytest.raises(ValueError, match="top_logprobs 2 needs logprobs=True"):
+        Client(config(llama)).complete(ChatRequest(0, [User("hi")], top_logprobs=2))
+
+
 def test_slot_none_lets_the_server_pick_and_runs_concurrently(llama: str) -> None:
     client = Client(config(llama))
     req = ChatRequest(None, [User("Say hello.")], max_tokens=16)

@@ -31,6 +31,7 @@ from llamafast import (
     System,
     ThinkingCapped,
     Timings,
+    TokenLogprob,
     Tool,
     ToolCall,
     ToolCallDelta,
@@ -54,11 +55,26 @@ EXAMPLES: list[Any] = [
     Progress(10, 2, 5),
     Reasoning("r"),
     Content("c"),
+    Content("c", (TokenLogprob("c", -0.5, (("c", -0.5), ("d", -1.5))),)),
+    TokenLogprob("t", -0.25),
     ToolCallDelta(0, "id", "n", "{"),
     ThinkingCapped(100),
     Retrying(1, 250, "refused"),
     Completion(
         "id", "c", None, (), FinishReason.STOP, Timings(), reasoning_tokens=0, thinking_capped=False
+    ),
+    Completion(
+        "id",
+        "c",
+        None,
+        (),
+        FinishReason.STOP,
+        Timings(),
+        0,
+        False,
+        "m",
+        Usage(3, 1, 2),
+        (TokenLogprob("c", -0.5),),
     ),
 ]
 
@@ -114,6 +130,17 @@ def test_usage_fields_in_order_and_cached_tokens_defaults_to_zero() -> None:
     match Usage(10, 5, 2):
         case Usage(prompt, completion, cached):
             assert (prompt, completion, cached) == (10, 5, 2)
+
+
+def test_what_the_server_reports_defaults_to_nothing_reported() -> None:
+    # A Completion, a Content and a TokenLogprob made without the server's reports: no model,
+    # no usage, no logprobs (docs/assembler.md, rules MODEL, USAGE and LOGPROBS).
+    c = Completion("id", "c", None, (), FinishReason.STOP, Timings(), 0, False)
+    assert (c.model, c.usage, c.logprobs) == (None, None, ())
+    assert Content("c").logprobs == () and TokenLogprob("t", -1.0).top == ()
+    match Content("c", (TokenLogprob("c", -0.5, (("c", -0.5),)),)):
+        case Content(text, (TokenLogprob(token, logprob, top),)):
+            assert (text, token, logprob, top) == ("c", "c", -0.5, (("c", -0.5),))
 
 
 def test_timings_fields_in_order_and_the_times_default_to_float_zero() -> None:

@@ -26,6 +26,9 @@ cdef class Assembler:
     cdef object _finish_reason  # FinishReason | None
     cdef dict _partials         # partial_arguments' parsers, per call
     cdef bint _busy             # a push or finish is running: a second one is refused
+    cdef object _model          # str | None: the first "model" a chunk carried
+    cdef object _usage          # Usage | None: the latest "usage"
+    cdef list _logprobs         # the TokenLogprobs of the Content events, in order
 
     # One payload as UTF-8 bytes (need not be NUL-terminated): appends its events to `out`, or
     # raises the error push() raises for it (then `out` may hold some of its events: drop them).

@@ -32,8 +32,10 @@ from ._values import (
     Progress,
     Reasoning,
     Timings,
+    TokenLogprob,
     ToolCall,
     ToolCallDelta,
+    Usage,
 )
 
 cdef extern from "Python.h":
@@ -181,7 +183,7 @@ cdef str _kind(const Element& e):
 # and its slots are filled by the offsets their member descriptors publish; a class that is not
 # laid out like that (no slots, a different member type) falls back to calling the class.
 
-cdef Py_ssize_t _OFF_CONTENT_TEXT = -1
+cdef Py_ssize_t[2] _OFF_CONTENT
 cdef Py_ssize_t _OFF_REASONING_TEXT = -1
 cdef Py_ssize_t[3] _OFF_PROGRESS
 cdef Py_ssize_t[4] _OFF_DELTA
@@ -224,11 +226,15 @@ cdef inline void _put(object obj, Py_ssize_t off, object value) noexcept:
     (<PyObject**>((<char*><PyObject*>obj) + off))[0] = <PyObject*>value
 
 
-cdef inline object _content(str text):
+cdef tuple _NO_LOGPROBS = ()
+
+
+cdef inline object _content(str text, tuple logprobs):
     if not _FAST_CONTENT:
-        return Content(text)
+        return Content(text, logprobs)
     obj = PyType_GenericAlloc(_TP_CONTENT, 0)
-    _put(obj, _OFF_CONTENT_TEXT, text)
+    _put(obj, _OFF_CONTENT[0], text)
+    _put(obj, _OFF_CONTENT[1], logprobs)
     return obj
 
 
@@ -263,9 +269,9 @@ cdef inline object _new_delta(object index, object id_, object name, object argu
 
 def _init_fast_paths():
     global _FAST_CONTENT, _FAST_REASONING, _FAST_PROGRESS, _FAST_DELTA
-    global _OFF_CONTENT_TEXT, _OFF_REASONING_TEXT
-    _OFF_CONTENT_TEXT = _slot_offset(Content, "text")
-    _FAST_CONTENT = _OFF_CONTENT_TEXT >= 0 and Content.__slots__ == ("text",)
+    global _OFF_REASONING_TEXT
+    names = ("text", "logprobs")
+    _FAST_CONTENT = _offsets(Content, names, _OFF_CONTENT) and Content.__slots__ == names
     _OFF_REASONING_TEXT = _slot_offset(Reasoning, "text")
     _FAST_REASONING = _OFF_REASONING_TEXT >= 0 and Reasoning.__slots__ == ("text",)
     names = ("total", "cache", "processed")
@@ -284,7 +290,7 @@ PADDING = SIMDJSON_PADDING
 def _build_event(cls, args):
     """The fast construction path, exposed for the tests that compare it with cls(*args)."""
     if cls is Content:
-        return _content(args[0])
+        return _content(args[0], args[1])
     if cls is Reasoning:
         return _reasoning(args[0])
     if cls is Progress:
@@ -315,6 +321,9 @@ cdef class Assembler:
         self._busy = False
         self._partials = {}
         self._parser = NULL  # made only when the shared one is busy (see _push)
+        self._model = None
+        self._usage = None
+        self._logprobs = []
 
     def __init__(self):
         pass
@@ -502,6 +511,9 @@ cdef object _finish(Assembler self, object thinking_capped):
         ),
         self._reasoning_tokens,
         thinking_capped,
+        self._model,
+        self._usage,
+        tuple(self._logprobs),
     )
 
 cdef int _fold(
@@ -510,7 +522,9 @@ cdef int _fold(
     cdef Object obj
     cdef Object.iterator it, end
     cdef Element e_error, e_choices, e_id, e_timings, e_progress, e_c, e_p, e_d, e_pm, e_dm
+    cdef Element e_model, e_usage
     cdef bint has_error = False, has_choices = False, has_id = False
+    cdef bint has_model = False, has_usage = False
     cdef bint has_c, has_p, has_d, has_pm, has_dm
     cdef double prompt_ms, predicted_ms
     cdef bint has_timings = False, has_progress = False
@@ -547,7 +561,13 @@ cdef int _fold(
                 e_progress = it.value()
                 has_progress = True
         elif kl == 5:
-            if _key(it, "error", 5):
+            if _key(it, "model", 5):
+                e_model = it.value()
+                has_model = True
+            elif _key(it, "usage", 5):
+                e_usage = it.value()
+                has_usage = True
+            elif _key(it, "error", 5):
                 e_error = it.value()
                 has_error = True
         inc(it)
@@ -567,6 +587,13 @@ cdef int _fold(
             raise _bad(data, n, src, f'"id" is {_kind(e_id)}, not a string')
         if self._id is None:
             new_id = _mkstr(e_id)
+
+    new_model = None  # docs/assembler.md, rule MODEL
+    if has_model:
+        if lf_type(e_model) != T_STRING:
+            raise _bad(data, n, src, f'"model" is {_kind(e_model)}, not a string')
+        if self._model is None:
+            new_model = _mkstr(e_model)
 
     cache_n = self._cache_n
     prompt_n = self._prompt_n
@@ -605,6 +632,10 @@ cdef int _fold(
         prompt_ms = _millis(e_pm, "timings.prompt_ms", data, n, src) if has_pm else 0.0
         predicted_ms = _millis(e_dm, "timings.predicted_ms", data, n, src) if has_dm else 0.0
 
+    new_usage = None  # docs/assembler.md, rule USAGE
+    if has_usage and lf_type(e_usage) != T_NULL:
+        new_usage = _usage(e_usage, data, n, src)
+
     cdef Py_ssize_t start = len(events)
     if has_progress:
         _progress_counts(e_progress, &p_total, &p_cache, &p_processed, data, n, src)
@@ -614,8 +645,10 @@ cdef int _fold(
     cdef Array choices = lf_arr(e_choices)
     cdef Array.iterator ci = choices.begin()
     cdef Array.iterator cend = choices.end()
-    cdef Element choice, delta, e_finish
-    cdef bint has_delta, has_finish
+    cdef Element choice, delta, e_finish, e_logprobs
+    cdef bint has_delta, has_finish, has_logprobs
+    cdef tuple logprobs
+    cdef list logprobs_kept = None  # the Content events' logprobs, kept once all is valid
     cdef Py_ssize_t ncalls = len(self._calls)
     finish_reason = self._finish_reason
     while ci != cend:
@@ -623,7 +656,7 @@ cdef int _fold(
         inc(ci)
         if lf_type(choice) != T_OBJECT:
             raise _bad(data, n, src, f"a choice is {_kind(choice)}, not an object")
-        has_delta = has_finish = False
+        has_delta = has_finish = has_logprobs = False
         obj = lf_obj(choice)
         it = obj.begin()
         end = obj.end()
@@ -635,6 +668,9 @@ cdef int _fold(
             elif kl == 13 and _key(it, "finish_reason", 13):
                 e_finish = it.value()
                 has_finish = True
+            elif kl == 8 and _key(it, "logprobs", 8):
+                e_logprobs = it.value()
+                has_logprobs = True
             inc(it)
         if has_finish and lf_type(e_finish) != T_NULL:
             if lf_type(e_finish) != T_STRING:
@@ -645,18 +681,31 @@ cdef int _fold(
                     data, n, src, f'unknown "finish_reason" {_mkstr(e_finish)!r}'
                 )
             finish_reason = reason
+        # checked whatever the delta holds; kept on its Content (docs/assembler.md,
+        # rule LOGPROBS)
+        logprobs = None
+        if has_logprobs and lf_type(e_logprobs) != T_NULL:
+            logprobs = _logprobs(e_logprobs, data, n, src)
+            if logprobs is not None and logprobs_kept is None:
+                logprobs_kept = []
         if not has_delta or lf_type(delta) == T_NULL:
             continue
         if lf_type(delta) != T_OBJECT:
             raise _bad(data, n, src, f'"delta" is {_kind(delta)}, not an object')
-        ncalls = _delta(self, 
+        ncalls = _delta(self,
             delta, events, &in_reasoning, &reasoning_tokens, predicted_n, ncalls,
-            &content_len, &reasoning_len, data, n, src
+            &content_len, &reasoning_len, data, n, src, logprobs, logprobs_kept
         )
 
     # commit
     if new_id is not None:
         self._id = new_id
+    if new_model is not None:
+        self._model = new_model
+    if new_usage is not None:
+        self._usage = new_usage
+    if logprobs_kept:
+        self._logprobs.extend(logprobs_kept)
     self._cache_n = cache_n
     self._prompt_n = prompt_n
     self._predicted_n = predicted_n
@@ -673,7 +722,7 @@ cdef int _fold(
 cdef Py_ssize_t _delta(
     Assembler self, Element& delta, list events, bint* in_reasoning, long long* reasoning_tokens,
     long long predicted_n, Py_ssize_t ncalls, Py_ssize_t* content_len, Py_ssize_t* reasoning_len,
-    const char* data, Py_ssize_t n, object src,
+    const char* data, Py_ssize_t n, object src, tuple logprobs, list logprobs_kept,
 ) except -1:
     cdef Object obj = lf_obj(delta)
     cdef Object.iterator it = obj.begin()
@@ -713,7 +762,11 @@ cdef Py_ssize_t _delta(
             raise _bad(data, n, src, f'"content" is {_kind(e_content)}, not a string')
         p = lf_str(e_content, &slen)
         if slen:
-            events.append(_content(PyUnicode_DecodeUTF8(p, slen, NULL)))
+            if logprobs is None:
+                events.append(_content(PyUnicode_DecodeUTF8(p, slen, NULL), _NO_LOGPROBS))
+            else:
+                events.append(_content(PyUnicode_DecodeUTF8(p, slen, NULL), logprobs))
+                logprobs_kept.extend(logprobs)
             _put_text(&self._content, content_len, p, slen)
             in_reasoning[0] = False
     if has_calls and lf_type(e_calls) != T_NULL:
@@ -1039,3 +1092,158 @@ cdef object _bad(const char* data, Py_ssize_t n, object src, str what):
     pushes the SSE item) the payload as str."""
     shown = src if src is not None else PyUnicode_DecodeUTF8(data, n, "replace")
     return ProtocolError(f"{what}: {cut(shown)}")
+
+
+cdef object _usage(Element& e, const char* data, Py_ssize_t n, object src):
+    """The pure twin's _usage: prompt_tokens and completion_tokens, counts, 0 when absent; the
+    cached tokens from prompt_tokens_details.cached_tokens, 0 when it or the details (which may
+    be null) are absent. Checked in the pure order."""
+    cdef Object obj
+    cdef Object.iterator it, end
+    cdef Element e_prompt, e_completion, e_details, e_cached
+    cdef bint has_prompt = False, has_completion = False, has_details = False, has_cached = False
+    cdef long long prompt = 0, completion = 0, cached = 0
+    cdef uint32_t kl
+    if lf_type(e) != T_OBJECT:
+        raise _bad(data, n, src, f'"usage" is {_kind(e)}, not an object')
+    obj = lf_obj(e)
+    it = obj.begin()
+    end = obj.end()
+    while it != end:
+        kl = it.key_length()
+        if kl == 13 and _key(it, "prompt_tokens", 13):
+            e_prompt = it.value()
+            has_prompt = True
+        elif kl == 17 and _key(it, "completion_tokens", 17):
+            e_completion = it.value()
+            has_completion = True
+        elif kl == 21 and _key(it, "prompt_tokens_details", 21):
+            e_details = it.value()
+            has_details = True
+        inc(it)
+    if has_prompt:
+        prompt = _count(e_prompt, "usage.prompt_tokens", data, n, src)
+    if has_completion:
+        completion = _count(e_completion, "usage.completion_tokens", data, n, src)
+    if has_details and lf_type(e_details) != T_NULL:
+        if lf_type(e_details) != T_OBJECT:
+            raise _bad(
+                data, n, src,
+                f'"usage.prompt_tokens_details" is {_kind(e_details)}, not an object',
+            )
+        obj = lf_obj(e_details)
+        it = obj.begin()
+        end = obj.end()
+        while it != end:
+            if _key(it, "cached_tokens", 13):
+                e_cached = it.value()
+                has_cached = True
+            inc(it)
+        if has_cached:
+            cached = _count(e_cached, "usage.prompt_tokens_details.cached_tokens", data, n, src)
+    return Usage(prompt, completion, cached)
+
+
+cdef object _logprobs(Element& e, const char* data, Py_ssize_t n, object src):
+    """The pure twin's _logprobs: None when content is absent or null, else a tuple of
+    TokenLogprob, checked in the same order with the same messages."""
+    cdef Object obj
+    cdef Object.iterator it, end
+    cdef Element e_content, entry, e_top, alt
+    cdef bint has_content = False, has_top
+    cdef Array arr, tops
+    cdef Array.iterator ai, aend, ti, tend
+    cdef Py_ssize_t i = 0, j
+    if lf_type(e) != T_OBJECT:
+        raise _bad(data, n, src, f'"logprobs" is {_kind(e)}, not an object')
+    obj = lf_obj(e)
+    it = obj.begin()
+    end = obj.end()
+    while it != end:
+        if _key(it, "content", 7):
+            e_content = it.value()
+            has_content = True
+        inc(it)
+    if not has_content or lf_type(e_content) == T_NULL:
+        return None
+    if lf_type(e_content) != T_ARRAY:
+        raise _bad(data, n, src, f'"logprobs.content" is {_kind(e_content)}, not an array')
+    out = []
+    arr = lf_arr(e_content)
+    ai = arr.begin()
+    aend = arr.end()
+    while ai != aend:
+        entry = deref(ai)
+        inc(ai)
+        token, logprob = _token_logprob(entry, i, -1, &e_top, &has_top, data, n, src)
+        if not has_top or lf_type(e_top) == T_NULL:
+            out.append(TokenLogprob(token, logprob))
+        else:
+            if lf_type(e_top) != T_ARRAY:
+                raise _bad(
+                    data, n, src,
+                    f'"logprobs.content[{i}].top_logprobs" is {_kind(e_top)}, not an array',
+                )
+            alternatives = []
+            tops = lf_arr(e_top)
+            ti = tops.begin()
+            tend = tops.end()
+            j = 0
+            while ti != tend:
+                alt = deref(ti)
+                inc(ti)
+                alternatives.append(_token_logprob(alt, i, j, NULL, NULL, data, n, src))
+                j += 1
+            out.append(TokenLogprob(token, logprob, tuple(alternatives)))
+        i += 1
+    return tuple(out)
+
+
+cdef tuple _token_logprob(
+    Element& entry, Py_ssize_t i, Py_ssize_t j, Element* e_top, bint* has_top,
+    const char* data, Py_ssize_t n, object src,
+):
+    """(token, logprob) of logprobs.content[i] (j < 0), or of its top_logprobs[j]; for an
+    entry (e_top not NULL) its top_logprobs too. As the pure twin's _token_logprob."""
+    cdef Object obj
+    cdef Object.iterator it, end
+    cdef Element e_token, e_logprob
+    cdef bint has_token = False, has_logprob = False
+    cdef uint32_t kl
+    cdef char t
+    where = f"logprobs.content[{i}]" if j < 0 else f"logprobs.content[{i}].top_logprobs[{j}]"
+    if lf_type(entry) != T_OBJECT:
+        raise _bad(data, n, src, f'"{where}" is {_kind(entry)}, not an object')
+    if e_top != NULL:
+        has_top[0] = False
+    obj = lf_obj(entry)
+    it = obj.begin()
+    end = obj.end()
+    while it != end:
+        kl = it.key_length()
+        if kl == 5 and _key(it, "token", 5):
+            e_token = it.value()
+            has_token = True
+        elif kl == 7 and _key(it, "logprob", 7):
+            e_logprob = it.value()
+            has_logprob = True
+        elif e_top != NULL and kl == 12 and _key(it, "top_logprobs", 12):
+            e_top[0] = it.value()
+            has_top[0] = True
+        inc(it)
+    if not has_token:
+        raise _bad(data, n, src, f'"{where}" has no "token"')
+    if lf_type(e_token) != T_STRING:
+        raise _bad(data, n, src, f'"{where}.token" is {_kind(e_token)}, not a string')
+    if not has_logprob:
+        raise _bad(data, n, src, f'"{where}" has no "logprob"')
+    t = lf_type(e_logprob)
+    if t == T_DOUBLE:
+        logprob = lf_f64(e_logprob)
+    elif t == T_INT64:
+        logprob = <double>lf_i64(e_logprob)
+    elif t == T_UINT64:
+        logprob = <double>lf_u64(e_logprob)
+    else:
+        raise _bad(data, n, src, f'"{where}.logprob" is {_kind(e_logprob)}, not a number')
+    return (_mkstr(e_token), logprob)

@@ -22,8 +22,10 @@ from ._values import (
     Progress,
     Reasoning,
     Timings,
+    TokenLogprob,
     ToolCall,
     ToolCallDelta,
+    Usage,
 )
 
 __all__ = ["Assembler"]
@@ -90,10 +92,13 @@ class Assembler:
         "_finish_reason",
         "_id",
         "_in_reasoning",
+        "_logprobs",
+        "_model",
         "_partials",
         "_reasoning",
         "_reasoning_tokens",
         "_timings",
+        "_usage",
     )
     _busy: _thread.LockType  # held while push or finish runs
     _id: str | None
@@ -105,6 +110,9 @@ class Assembler:
     _content: list[str]  # the text pieces, joined by finish()
     _reasoning: list[str]
     _calls: list[list[Any]]  # one [id, name, [argument pieces]] per tool call
+    _model: str | None
+    _usage: Usage | None
+    _logprobs: list[TokenLogprob]  # the Content events', in order
 
     # The state is made in __new__, not __init__, as the Cython twin makes its state when the
     # object is allocated: `Assembler.__new__(Assembler)` and a subclass whose __init__ skips
@@ -122,6 +130,9 @@ class Assembler:
         self._reasoning = []
         self._calls = []
         self._partials = {}
+        self._model = None
+        self._usage = None
+        self._logprobs = []
         return self
 
     def __init__(self) -> None:
@@ -224,15 +235,10 @@ class Assembler:
                 raise _bad('the chunk has no "choices"', data)
             raise _bad(f'"choices" is {_kind(choices)}, not an array', data)
 
-        # The first chunk carrying an id sets it; every id must be a string (docs/assembler.md,
-        # rules ID and SHAPE).
-        new_id = None
-        cid = chunk.get("id", _ABSENT)
-        if cid is not _ABSENT:
-            if type(cid) is not str:
-                raise _bad(f'"id" is {_kind(cid)}, not a string', data)
-            if self._id is None:
-                new_id = cid
+        # The first chunk carrying an id sets it, and likewise the model; every one must be a
+        # string (docs/assembler.md, rules ID, MODEL and SHAPE).
+        new_id = _first_string(chunk, "id", self._id, data)
+        new_model = _first_string(chunk, "model", self._model, data)
 
         # The latest timings replace the previous ones; missing counts are 0, and so are missing
         # times (milliseconds, finite non-negative numbers: the rates need them). See
@@ -266,6 +272,11 @@ class Assembler:
                 predicted_ms = _millis(predicted_ms, "timings.predicted_ms", data)
             counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
+        # The latest usage replaces the previous one; null is none (docs/assembler.md, rule USAGE).
+        usage = chunk.get("usage")
+        if usage is not None:
+            usage = _usage(usage, data)
+
         # Progress first (docs/assembler.md, rule ORDER).
         events: list[ChatEvent] = []
         progress = chunk.get("prompt_progress", _ABSENT)
@@ -286,26 +297,41 @@ class Assembler:
                 if reason not in _FINISH:
                     raise _bad(f'unknown "finish_reason" {reason!r}', data)
                 finish_reason = _FINISH[reason]
+            # checked whatever the delta holds; kept on its Content (docs/assembler.md,
+            # rule LOGPROBS)
+            logprobs = choice.get("logprobs")
+            if logprobs is not None:
+                logprobs = _logprobs(logprobs, data)
             delta = choice.get("delta")
             if delta is None:  # missing or null is an empty delta (docs/assembler.md, rule SHAPE)
                 continue
             if type(delta) is not dict:
                 raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
-            ncalls = self._delta(delta, events, ncalls, data)
+            ncalls = self._delta(delta, events, ncalls, data, logprobs)
 
         # The whole chunk is valid: fold it in.
         if new_id is not None:
             self._id = new_id
+        if new_model is not None:
+            self._model = new_model
+        if usage is not None:
+            self._usage = usage
         self._timings = counts
         self._finish_reason = finish_reason
         self._commit(events, counts[2])
         return events
 
     def _delta(
-        self, delta: dict[str, Any], events: list[ChatEvent], ncalls: int, data: str | bytes
+        self,
+        delta: dict[str, Any],
+        events: list[ChatEvent],
+        ncalls: int,
+        data: str | bytes,
+        logprobs: tuple[TokenLogprob, ...] | None,
     ) -> int:
-        """One choice's delta: its Reasoning, Content and tool-call pieces (by _tool_calls)
-        appended to `events`; returns the number of calls there are with them."""
+        """One choice's delta: its Reasoning, Content (with the choice's `logprobs`, None when
+        it has none) and tool-call pieces (by _tool_calls) appended to `events`; returns the
+        number of calls there are with them."""
         piece = delta.get("reasoning_content")
         if piece is not None:
             if type(piece) is not str:
@@ -317,7 +343,7 @@ class Assembler:
             if type(piece) is not str:
                 raise _bad(f'"content" is {_kind(piece)}, not a string', data)
             if piece:
-                events.append(Content(piece))
+                events.append(Content(piece) if logprobs is None else Content(piece, logprobs))
         calls = delta.get("tool_calls")
         if calls is not None:
             if type(calls) is not list:
@@ -381,6 +407,8 @@ class Assembler:
             kind = type(event)
             if kind is Content:
                 self._content.append(event.text)
+                if event.logprobs:
+                    self._logprobs.extend(event.logprobs)
                 in_reasoning = False  # answer text
             elif kind is Reasoning:
                 self._reasoning.append(event.text)
@@ -434,7 +462,20 @@ class Assembler:
             Timings(*self._timings),
             self._reasoning_tokens,
             thinking_capped,
+            self._model,
+            self._usage,
+            tuple(self._logprobs),
         )
+
+
+def _first_string(chunk: dict[str, Any], key: str, kept: str | None, payload: str | bytes) -> Any:
+    """chunk[key], which must be a string when present, while `kept` is None; else None."""
+    value = chunk.get(key, _ABSENT)
+    if value is _ABSENT:
+        return None
+    if type(value) is not str:
+        raise _bad(f'"{key}" is {_kind(value)}, not a string', payload)
+    return value if kept is None else None
 
 
 def _millis(value: Any, where: str, payload: str | bytes) -> float:
@@ -462,3 +503,72 @@ def _progress(progress: Any, payload: str | bytes) -> Progress:
             raise _bad(f'"prompt_progress" has no "{name}"', payload)
         counts.append(_count(value, f"prompt_progress.{name}", payload))
     return Progress(*counts)
+
+
+def _usage(usage: Any, payload: str | bytes) -> Usage:
+    """usage is an object whose prompt_tokens and completion_tokens are counts, 0 when absent
+    (as in timings); the cached tokens are prompt_tokens_details.cached_tokens, 0 when it or
+    prompt_tokens_details is absent (the details may be null). docs/assembler.md, rule USAGE."""
+    if type(usage) is not dict:
+        raise _bad(f'"usage" is {_kind(usage)}, not an object', payload)
+    prompt = _count(usage.get("prompt_tokens", 0), "usage.prompt_tokens", payload)
+    completion = _count(usage.get("completion_tokens", 0), "usage.completion_tokens", payload)
+    cached = 0
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        if type(details) is not dict:
+            raise _bad(f'"usage.prompt_tokens_details" is {_kind(details)}, not an object', payload)
+        cached = _count(
+            details.get("cached_tokens", 0), "usage.prompt_tokens_details.cached_tokens", payload
+        )
+    return Usage(prompt, completion, cached)
+
+
+def _logprobs(logprobs: Any, payload: str | bytes) -> tuple[TokenLogprob, ...] | None:
+    """A choice's logprobs: an object whose content is null (None: no logprobs) or an array of
+    {token, logprob, top_logprobs: null or [{token, logprob}]} (docs/assembler.md, rule
+    LOGPROBS; other fields, such as id and bytes, are ignored)."""
+    if type(logprobs) is not dict:
+        raise _bad(f'"logprobs" is {_kind(logprobs)}, not an object', payload)
+    content = logprobs.get("content")
+    if content is None:
+        return None
+    if type(content) is not list:
+        raise _bad(f'"logprobs.content" is {_kind(content)}, not an array', payload)
+    out = []
+    for i, entry in enumerate(content):
+        where = f"logprobs.content[{i}]"
+        token, logprob = _token_logprob(entry, where, payload)
+        top = entry.get("top_logprobs")
+        if top is None:
+            out.append(TokenLogprob(token, logprob))
+            continue
+        if type(top) is not list:
+            raise _bad(f'"{where}.top_logprobs" is {_kind(top)}, not an array', payload)
+        alternatives = tuple(
+            [
+                _token_logprob(alt, f"{where}.top_logprobs[{j}]", payload)
+                for j, alt in enumerate(top)
+            ]
+        )
+        out.append(TokenLogprob(token, logprob, alternatives))
+    return tuple(out)
+
+
+def _token_logprob(entry: Any, where: str, payload: str | bytes) -> tuple[str, float]:
+    """An object's token (a string) and logprob (a number, an integer taken as a float)."""
+    if type(entry) is not dict:
+        raise _bad(f'"{where}" is {_kind(entry)}, not an object', payload)
+    token = entry.get("token", _ABSENT)
+    if token is _ABSENT:
+        raise _bad(f'"{where}" has no "token"', payload)
+    if type(token) is not str:
+        raise _bad(f'"{where}.token" is {_kind(token)}, not a string', payload)
+    logprob = entry.get("logprob", _ABSENT)
+    if logprob is _ABSENT:
+        raise _bad(f'"{where}" has no "logprob"', payload)
+    if type(logprob) is int:
+        return token, float(logprob)
+    if type(logprob) is not float:
+        raise _bad(f'"{where}.logprob" is {_kind(logprob)}, not a number', payload)
+    return token, logprob

@@ -78,6 +78,7 @@ RESERVED: Final = frozenset(
         "tools",
         "id_slot",
         "stream",
+        "stream_options",
         "cache_prompt",
         "return_progress",
         "timings_per_token",
@@ -94,6 +95,8 @@ RESERVED: Final = frozenset(
         "tool_choice",
         "response_format",
         "grammar",
+        "logprobs",
+        "top_logprobs",
     }
 )
 
@@ -214,6 +217,8 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     body["return_progress"] = True
     body["timings_per_token"] = True
     body["reasoning_control"] = True
+    # The usage chunk (Completion.usage): after the finish chunk, one with the token counts.
+    body["stream_options"] = {"include_usage": True}
     body["max_tokens"] = (
         limits.max_tokens if req.max_tokens is None else _int("max_tokens", req.max_tokens, 1)
     )
@@ -241,6 +246,19 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
         if not isinstance(req.grammar, str):
             raise ValueError(f"grammar must be a string, not {cut(req.grammar)}")
         body["grammar"] = req.grammar
+    # Sent only when asked for: a body without them is the body of before (docs/request-body.md,
+    # rule LOGPROBS); the server refuses top_logprobs without logprobs, so it is refused here.
+    if req.logprobs is not False:
+        if req.logprobs is not True:
+            raise ValueError(f"logprobs must be True or False, not {cut(req.logprobs)}")
+        body["logprobs"] = True
+    if req.top_logprobs is not None:
+        if not req.logprobs:
+            raise ValueError(
+                f"top_logprobs {cut(req.top_logprobs)} needs logprobs=True (the server refuses it "
+                "without)"
+            )
+        body["top_logprobs"] = _int("top_logprobs", req.top_logprobs, 0)
     # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
     body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
     if limits.sse_ping_interval > 0:

@@ -43,6 +43,7 @@ from ._values import (
     Retrying,
     System,
     ThinkingCapped,
+    TokenLogprob,
     ToolCallDelta,
     User,
     Waiting,
@@ -229,6 +230,17 @@ class LiveView:
             rows.append(("thinking", "capped by the client"))
         calls = completion.tool_calls
         rows.append(("tool calls", ", ".join(c.name for c in calls) if calls else "none"))
+        if completion.usage is not None:  # as the server counted them
+            u = completion.usage
+            rows.append(
+                (
+                    "usage",
+                    f"{_tokens(u.prompt_tokens)} prompt ({u.cached_tokens} cached), "
+                    f"{_tokens(u.completion_tokens)} completion",
+                )
+            )
+        if completion.model is not None:
+            rows.append(("model", completion.model))
         rows.append(("id", completion.id))
         timing = []
         if stats.parse_s is not None:
@@ -264,16 +276,32 @@ def _progress_line(total: int, cache: int, processed: int, *, bar: bool) -> str:
 
 
 def event_json(ev: ChatEvent) -> dict[str, Any]:
-    """`{"type": <snake_case kind>, <fields>}`, the format of fixtures/expected's events."""
+    """`{"type": <snake_case kind>, <fields>}`, the format of fixtures/expected's events; a
+    Content's `logprobs` only when it has some (as `logprobs_json`)."""
     name = type(ev).__name__
     kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
-    return {"type": kind, **{f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)}}
+    obj = {"type": kind, **{f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)}}
+    if isinstance(ev, Content):
+        if ev.logprobs:
+            obj["logprobs"] = logprobs_json(ev.logprobs)
+        else:
+            del obj["logprobs"]
+    return obj
+
+
+def logprobs_json(logprobs: tuple[TokenLogprob, ...]) -> list[dict[str, Any]]:
+    """`[{"token", "logprob", "top": [[token, logprob], ...]}]`."""
+    return [
+        {"token": t.token, "logprob": t.logprob, "top": [list(a) for a in t.top]} for t in logprobs
+    ]
 
 
 def completion_json(completion: Completion) -> dict[str, Any]:
-    """The Completion in the format of fixtures/expected's `completion`."""
+    """The Completion in the format of fixtures/expected's `completion`, then what the server
+    reported: `model`, `usage` (an object, or null) and `logprobs` (only when there are some)."""
     t = completion.timings
-    return {
+    u = completion.usage
+    obj = {
         "id": completion.id,
         "content": completion.content,
         "reasoning_content": completion.reasoning_content,
@@ -284,7 +312,12 @@ def completion_json(completion: Completion) -> dict[str, Any]:
         "timings": {"cache_n": t.cache_n, "prompt_n": t.prompt_n, "predicted_n": t.predicted_n},
         "reasoning_tokens": completion.reasoning_tokens,
         "thinking_capped": completion.thinking_capped,
+        "model": completion.model,
+        "usage": None if u is None else dataclasses.asdict(u),
     }
+    if completion.logprobs:
+        obj["logprobs"] = logprobs_json(completion.logprobs)
+    return obj
 
 
 class JsonView:

@@ -33,6 +33,7 @@ __all__ = [
     "System",
     "ThinkingCapped",
     "Timings",
+    "TokenLogprob",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
@@ -137,8 +138,10 @@ class ChatRequest:
     the config has one (`max_tokens`, `temperature`, `top_p`, `top_k`) and is otherwise left out
     of the body. `min_p` (from 0 to 1) and `seed` sample; `stop` lists strings that end the
     answer; `tool_choice` is "auto", "none", "required" or a tool's name; `response_format`
-    (such as a JSON schema) and `grammar` (GBNF text) constrain the answer; `extra` adds fields
-    llama-server accepts that have no field here."""
+    (such as a JSON schema) and `grammar` (GBNF text) constrain the answer; `logprobs` asks for
+    each answer token's log probability (on the `Content` events and the `Completion`), and
+    `top_logprobs` for that many most likely alternatives too (it needs `logprobs`); `extra` adds
+    fields llama-server accepts that have no field here."""
 
     slot: int | None
     messages: Sequence[ChatMessage]
@@ -155,6 +158,8 @@ class ChatRequest:
     tool_choice: str | None = None
     response_format: Mapping[str, Any] | None = None
     grammar: str | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
     extra: Mapping[str, Any] | None = None
 
 
@@ -202,13 +207,27 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One generated token and how likely the model found it: `token` (its text), `logprob` (its
+    natural log probability) and `top` (the most likely tokens at that place, `(text, logprob)`
+    pairs, most likely first, as many as `top_logprobs` asked for)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     """The whole answer, once the stream has finished: `id` (the server's completion id),
     `content` and `reasoning_content` (the answer and the reasoning text, `None` when there was
     none), `tool_calls` (the `ToolCall`s, in order), `finish_reason` (a `FinishReason`),
     `timings` (the server's last `Timings`), `reasoning_tokens` (tokens generated up to the end
-    of the reasoning) and `thinking_capped` (whether the client ended the reasoning early at
-    `thinking_budget`)."""
+    of the reasoning), `thinking_capped` (whether the client ended the reasoning early at
+    `thinking_budget`), `model` (the model the server says answered, `None` when it did not
+    say), `usage` (the server's token counts, `None` when it sent none) and `logprobs` (the
+    `TokenLogprob`s of the answer, those of the `Content` events in order; empty unless the
+    request asked for them)."""
 
     id: str
     content: str | None
@@ -218,6 +237,9 @@ class Completion:
     timings: Timings
     reasoning_tokens: int
     thinking_capped: bool
+    model: str | None = None
+    usage: Usage | None = None
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 # The ChatEvent kinds.
@@ -255,9 +277,11 @@ class Reasoning:
 
 @dataclass(frozen=True, slots=True)
 class Content:
-    """A piece of the answer: `text`, never empty."""
+    """A piece of the answer: `text`, never empty, and `logprobs`, the `TokenLogprob`s of the
+    tokens the server sent with it (empty unless the request asked for them)."""
 
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
