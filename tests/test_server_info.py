@@ -114,7 +114,7 @@ class Fake:
                 if route is not None:
                     status, value = route(body)
                 sse = isinstance(value, str)
-                data = (value if sse else json.dumps(value)).encode()
+                data = value.encode() if isinstance(value, str) else json.dumps(value).encode()
                 self.send_response(status)
                 ctype = "text/event-stream" if sse else "application/json"
                 self.send_header("Content-Type", ctype)
@@ -132,7 +132,13 @@ class Fake:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gave up (closed) before the answer: nothing to report
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.01,), daemon=True).start()
 
@@ -326,6 +332,22 @@ def test_a_request_for_a_loading_model_says_it_waits(
     _, events = complete(client, ChatRequest(None, [User("hi")], model="b"))
     assert Waiting(slot_busy=False) not in events
     assert fake.asked("/models") == 1
+
+
+def test_a_loading_model_is_waited_for_within_load_timeout(
+    make: Callable[[Config], Any], fake: Fake
+) -> None:
+    # The router holds the request while it loads the model: past wait_timeout, the wait goes
+    # on up to load_timeout, then LoadTimeoutError (not WaitTimeoutError).
+    release = threading.Event()
+    fake.routes[("GET", "/models")] = lambda _: (200, router_models({"b": "unloaded"}))
+    fake.routes[("POST", "/v1/chat/completions")] = lambda _: (release.wait(10), (200, SSE))[1]
+    client = make(config(fake.url, wait_timeout=0.05, load_timeout=0.3))
+    try:
+        with pytest.raises(LoadTimeoutError):
+            complete(client, ChatRequest(None, [User("hi")], model="b"))
+    finally:
+        release.set()
 
 
 def test_a_loaded_model_is_no_wait(make: Callable[[Config], Any], fake: Fake) -> None:

@@ -873,12 +873,12 @@ class RequestCore:
             if status == 503:
                 yield from self._retry(HttpError(status, text))
                 continue
-            err = http_error(status, text)
+            refusal = http_error(status, text)
             props = core.props
-            if isinstance(err, ContextOverflowError) and props is not None:
-                if err.n_ctx is not None and err.n_ctx != props.n_ctx:
+            if isinstance(refusal, ContextOverflowError) and props is not None:
+                if refusal.n_ctx is not None and refusal.n_ctx != props.n_ctx:
                     core.forget()  # another context size: another server
-            raise err
+            raise refusal
 
     def _receive_until(
         self, conn: Any, ready: Callable[[Any], bool], until: float, what: str
