@@ -187,6 +187,9 @@ def test_router_models_load_unload_and_a_waiting_request(make: Any, router: str)
     call(client, "unload_model", "tiny-b")
     assert ModelInfo("tiny-b", "unloaded") in call(client, "models")
     call(client, "unload_model", "tiny-b")  # not running: no error
+    # counting for a model that is not loaded loads it first
+    assert call(client, "count_tokens", [User("hi")], model="tiny-b") > 0
+    assert ModelInfo("tiny-b", "loaded") in call(client, "models")
     # the config's model (tiny-a) serves a request that names none; counting routes by it too
     assert call(client, "count_tokens", [User("hi")]) > 0
 

@@ -276,6 +276,26 @@ def test_count_tokens_without_input_tokens_applies_the_template_then_tokenizes(
     assert [b["max_tokens"] for _, p, b in fake.log if p == "/apply-template"] == [5, 4096]
 
 
+def test_count_tokens_for_a_model_not_loaded_loads_it_first(
+    make: Callable[[Config], Any], fake: Fake
+) -> None:
+    loaded = threading.Event()
+    fake.routes[("GET", "/models")] = lambda _: (
+        200,
+        router_models({"b": "loaded" if loaded.is_set() else "unloaded"}),
+    )
+    fake.routes[("POST", "/models/load")] = lambda _: (loaded.set(), (200, {"success": True}))[1]
+    fake.routes[("POST", "/v1/chat/completions/input_tokens")] = lambda _: (
+        200,
+        {"input_tokens": 3},
+    )
+    client = make(config(fake.url))
+    assert call(client, "count_tokens", [User("hi")], model="b") == 3
+    assert call(client, "count_tokens", [User("hi")], model="b") == 3
+    assert fake.asked("/models/load") == 1
+    assert fake.asked("/models") == 2  # before loading, then loaded; then known
+
+
 def test_count_tokens_takes_a_request_or_messages(make: Callable[[Config], Any]) -> None:
     client = make(config("http://127.0.0.1:9"))
     with pytest.raises(TypeError, match="max_tokens"):

@@ -103,8 +103,9 @@ class Client:
         messages with ChatRequest's keywords as `fields`): POST
         /v1/chat/completions/input_tokens, or on a server without it /apply-template then
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
-        body = build_body(self._cfg, count_request(req, fields)).encode("utf-8")
-        return self._call(ServerCall(self._core).count_tokens(body))
+        request = count_request(req, fields)
+        body = build_body(self._cfg, request).encode("utf-8")
+        return self._call(ServerCall(self._core).count_tokens(body, request.model))
 
     def models(self) -> tuple[ModelInfo, ...]:
         """The models of a router-mode server (`GET /models`) with their state ("loaded",

@@ -1015,11 +1015,18 @@ class ServerCall(RequestCore):
             core.props = read_props(text)
         return core.props
 
-    def count_tokens(self, body: bytes) -> Phase[int]:
+    def count_tokens(self, body: bytes, model: str | None = None) -> Phase[int]:
         """The prompt tokens of the chat `body`: POST input_tokens where the server has it (a
         404 is remembered), else the prompt from /apply-template tokenized as the chat is
-        (`add_special`, `parse_special`)."""
+        (`add_special`, `parse_special`). A request that names its `model`, on a router: the
+        model is loaded first (`load_model`), so the count does not wait on a held request."""
         core = self.core
+        if model is not None and model not in core.ready_models:
+            status, text = yield from self._ask("GET", "/models")
+            listed = read_models(text) if status == 200 else None
+            if listed is not None and _model_entry(listed, model).state != "loaded":
+                yield from self.load_model(model)
+            core.ready_models.add(model)
         if core.input_tokens is not False:
             status, text = yield from self._small(
                 "POST", INPUT_TOKENS_PATH, MAX_ERROR_BODY, None, body
