@@ -112,7 +112,8 @@ EXAMPLES: list[tuple[LlamafastError, str]] = [
     ),
     (
         ContextOverflowError(400, OVERFLOW),
-        "the prompt (1218 tokens) does not fit the server's context (256 tokens)",
+        "the server answered 400: request (1218 tokens) exceeds the available context size "
+        "(256 tokens), try increasing it",
     ),
     (
         ContextOverflowError(400, '{"error":{"message":"too long","type":"x"}}'),

@@ -386,7 +386,10 @@ def test_an_unknown_model_is_an_error_naming_it(make: Callable[[Config], Any], f
         404,
         {"error": {"message": "File Not Found"}},
     )
-    with pytest.raises(ValueError, match="'nope'"):
+    many = {f"m{i}": "unloaded" for i in range(30)}
+    fake.routes[("GET", "/models")] = lambda _: (200, router_models(many))
+    listed = r"'nope' \(its models: 'm0', .*'m9', \.\.\. \(30 in all\)\)"
+    with pytest.raises(ValueError, match=listed):
         call(client, "load_model", "nope")
 
 

@@ -253,8 +253,9 @@ def _model_entry(models: tuple[tuple[ModelInfo, tuple[str, ...]], ...], name: st
     for info, aliases in models:
         if name == info.id or name in aliases:
             return info
-    known = ", ".join(repr(info.id) for info, _ in models) or "none"
-    raise ValueError(f"the server has no model {cut(name)} (its models: {known})")
+    ids = [cut(info.id, 80) for info, _ in models]
+    known = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
+    raise ValueError(f"the server has no model {cut(name)} (its models: {known or 'none'})")
 
 
 def count_request(req: Any, fields: dict[str, Any]) -> ChatRequest:

@@ -267,14 +267,6 @@ class ContextOverflowError(HttpError):
         self.n_prompt_tokens = _count(error.get("n_prompt_tokens"))
         self.n_ctx = _count(error.get("n_ctx"))
 
-    def __str__(self) -> str:
-        if self.n_prompt_tokens is not None and self.n_ctx is not None:
-            return (
-                f"the prompt ({self.n_prompt_tokens} tokens) does not fit the server's context "
-                f"({self.n_ctx} tokens)"
-            )
-        return super().__str__()
-
 
 def _count(value: object) -> int | None:
     return value if type(value) is int else None
