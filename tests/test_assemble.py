@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from llamafast import (
     Completion,
     Content,
+    ContextOverflowError,
     FinishReason,
     HttpError,
     Progress,
@@ -637,6 +638,20 @@ def test_the_error_payloads_status_is_its_integer_code_else_500(impl, error, sta
     with pytest.raises(HttpError) as info:
         impl.Assembler().push(payload)
     assert info.value.status == status
+    assert info.value.body == payload
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_an_overflow_payload_is_context_overflow(impl, as_bytes):
+    # the payload llama-server sends when a prompt exceeds the context (docs/client.md, rule
+    # OVERFLOW), mid-stream as before it
+    payload = (
+        '{"error":{"code":400,"message":"request (9 tokens) exceeds the available context size '
+        '(8 tokens)","type":"exceed_context_size_error","n_prompt_tokens":9,"n_ctx":8}}'
+    )
+    with pytest.raises(ContextOverflowError) as info:
+        impl.Assembler().push(payload.encode() if as_bytes else payload)
+    assert (info.value.status, info.value.n_prompt_tokens, info.value.n_ctx) == (400, 9, 8)
     assert info.value.body == payload
 
 

@@ -20,6 +20,7 @@ from llamafast import (
     BusyError,
     CancelledReadError,
     ConnectError,
+    ContextOverflowError,
     HttpError,
     InferError,
     LineTooLongError,
@@ -54,9 +55,17 @@ INFER_ERRORS = [
     StreamClosedEarlyError,
     ThinkingOverrunError,
     HttpError,
+    ContextOverflowError,
     ProtocolError,
 ]
 CLIENT_TIMEOUTS = [WaitTimeoutError, LoadTimeoutError, StalledError]
+
+# llama-server's answer to a prompt longer than the context (its exact bytes).
+OVERFLOW = (
+    '{"error":{"code":400,"message":"request (1218 tokens) exceeds the available context size '
+    '(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1218,'
+    '"n_ctx":256}}'
+)
 
 # One instance of each, with what it carries, and the exact sentence it says.
 OSERR = ConnectionRefusedError(111, "Connection refused")
@@ -100,6 +109,15 @@ EXAMPLES: list[tuple[LlamafastError, str]] = [
     (
         HttpError(502, "<html>bad gateway</html>"),
         "the server answered 502: '<html>bad gateway</html>'",
+    ),
+    (
+        ContextOverflowError(400, OVERFLOW),
+        "the server answered 400: request (1218 tokens) exceeds the available context size "
+        "(256 tokens), try increasing it",
+    ),
+    (
+        ContextOverflowError(400, '{"error":{"message":"too long","type":"x"}}'),
+        "the server answered 400: too long",
     ),
     (ProtocolError("the chunk has no \"choices\": '{}'"), "the chunk has no \"choices\": '{}'"),
 ]
@@ -262,3 +280,27 @@ def test_the_internal_errors_keep_their_parents() -> None:
     assert HttpParseError.__bases__ == (ValueError,)
     assert JsonFault.__bases__ == (ValueError,)
     assert HandshakeTimeout.__bases__ == (TimeoutError,)
+
+
+def test_context_overflow_carries_the_counts_as_sent() -> None:
+    err = ContextOverflowError(400, OVERFLOW)
+    assert isinstance(err, HttpError)
+    assert (err.status, err.n_prompt_tokens, err.n_ctx) == (400, 1218, 256)
+    assert err.message is not None and err.message.startswith("request (1218 tokens)")
+    # an older server sends no counts; a count that is not an integer is not one
+    older = '{"error":{"code":400,"message":"too long","type":"exceed_context_size_error"}}'
+    assert (
+        ContextOverflowError(400, older).n_prompt_tokens,
+        ContextOverflowError(400, older).n_ctx,
+    ) == (None, None)
+    odd = OVERFLOW.replace('"n_ctx":256', '"n_ctx":"256"')
+    assert ContextOverflowError(400, odd).n_ctx is None
+
+
+def test_http_error_picks_the_overflow_by_its_type() -> None:
+    from llamafast._errors import http_error
+
+    assert type(http_error(400, OVERFLOW)) is ContextOverflowError
+    other = OVERFLOW.replace("exceed_context_size_error", "invalid_request_error")
+    assert type(http_error(400, other)) is HttpError
+    assert type(http_error(400, "not json")) is HttpError

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from . import _transport
 from ._body import build_body
@@ -29,15 +29,19 @@ from ._client_core import (
     Phase,
     Receive,
     RequestCore,
+    ServerCall,
     Sleep,
     StreamState,
     WaitTurn,
+    count_request,
 )
 from ._config import Config
 from ._deliver import async_deliver
 from ._errors import StreamClosedEarlyError
 from ._transport import SELECTED, Engine, async_sleep_until
-from ._values import ChatEvent, ChatRequest, Completion
+from ._values import ChatEvent, ChatRequest, Completion, ModelInfo, ServerProps
+
+T = TypeVar("T")
 
 __all__ = ["AsyncClient", "AsyncClientStream"]
 
@@ -95,6 +99,71 @@ class AsyncClient:
         callback, without waking this task for each one (docs/client.md, rule HANDOUT)."""
         async with self.stream(req) as stream:
             return await async_deliver(stream, on_event)
+
+    async def props(self) -> ServerProps:
+        """What `GET /props` says (context size, model, modalities, slot count), asked once and
+        kept until the client sees the server may have restarted (a connection refused or
+        reset, a 503, a model loading, another slot count or context size than it said)."""
+        return await self._call(ServerCall(self._core).props())
+
+    async def count_tokens(self, req: ChatRequest | list[Any], **fields: Any) -> int:
+        """The prompt tokens the server would count for `req` (a ChatRequest, or a list of
+        messages with ChatRequest's keywords as `fields`): POST
+        /v1/chat/completions/input_tokens, or on a server without it /apply-template then
+        /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
+        request = count_request(req, fields)
+        body = build_body(self._cfg, request).encode("utf-8")
+        return await self._call(ServerCall(self._core).count_tokens(body, request.model))
+
+    async def models(self) -> tuple[ModelInfo, ...]:
+        """The models of a router-mode server (`GET /models`) with their state ("loaded",
+        "loading", "unloaded", ...); a server with one model lists it, "loaded"."""
+        return await self._call(ServerCall(self._core).models())
+
+    async def load_model(self, id: str) -> None:
+        """Load model `id` on a router-mode server and wait until it is loaded (at most
+        `load_timeout`: LoadTimeoutError). One already loaded is no error; an unknown one is
+        ValueError naming it."""
+        await self._call(ServerCall(self._core).load_model(id))
+
+    async def unload_model(self, id: str) -> None:
+        """Unload model `id` on a router-mode server; one not running is no error, an unknown
+        one is ValueError naming it."""
+        await self._call(ServerCall(self._core).unload_model(id))
+
+    async def _call(self, phase: Phase[T]) -> T:
+        """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
+        not handed out); every connection it opened is closed."""
+        engine = self._engine
+        conns: list[Any] = []
+        result: Any = None
+        failure: BaseException | None = None
+        try:
+            while True:
+                try:
+                    cmd = phase.send(result) if failure is None else phase.throw(failure)
+                except StopIteration as stop:
+                    value: T = stop.value
+                    return value
+                result = failure = None
+                kind = type(cmd)
+                try:
+                    if kind is Connect:
+                        conn = await engine.AsyncConnection.open(self._target, cmd.until)
+                        conns.append(conn)
+                        conn.send(cmd.request, cmd.until)
+                        result = conn
+                    elif kind is Receive:
+                        await cmd.conn.receive(cmd.until)
+                    elif kind is Close:
+                        cmd.conn.close()
+                    elif kind is Sleep:
+                        await async_sleep_until(cmd.until)
+                except OSError as err:
+                    failure = err
+        finally:
+            for conn in conns:
+                conn.close()
 
     async def aclose(self) -> None:
         """Nothing to release: every request has its own connection, closed when it ends."""

@@ -19,7 +19,13 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 from . import _limits
-from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, assembler_busy_error, cut
+from ._errors import (
+    ProtocolError,
+    StreamClosedEarlyError,
+    assembler_busy_error,
+    cut,
+    http_error,
+)
 from ._partial_json import partial_arguments
 from ._strict_json import parse as strict_parse
 
@@ -574,7 +580,7 @@ cdef int _fold(
 
     # An error object mid-stream is the server's failure (docs/assembler.md, rule SERVER-ERROR)
     if has_error and lf_type(e_error) == T_OBJECT:
-        raise HttpError(_error_status(e_error), _text(data, n, src))
+        raise http_error(_error_status(e_error), _text(data, n, src))
 
     if not has_choices:
         raise _bad(data, n, src, 'the chunk has no "choices"')

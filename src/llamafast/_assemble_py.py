@@ -10,7 +10,13 @@ from __future__ import annotations
 import _thread
 from typing import Any, Final, Self
 
-from ._errors import HttpError, ProtocolError, StreamClosedEarlyError, assembler_busy_error, cut
+from ._errors import (
+    ProtocolError,
+    StreamClosedEarlyError,
+    assembler_busy_error,
+    cut,
+    http_error,
+)
 from ._limits import COUNT_MAX, MAX_DEPTH  # noqa: F401 (read from here by the tests)
 from ._partial_json import partial_arguments
 from ._strict_json import parse as _parse
@@ -227,7 +233,7 @@ class Assembler:
         error = chunk.get("error")
         if type(error) is dict:
             code = error.get("code")
-            raise HttpError(code if type(code) is int else 500, text)
+            raise http_error(code if type(code) is int else 500, text)
 
         choices = chunk.get("choices", _ABSENT)
         if type(choices) is not list:

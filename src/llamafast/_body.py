@@ -204,8 +204,13 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or slot < 0):
         raise ValueError(f"slot must be a non-negative integer or None, not {slot!r}")
     infer, limits = cfg.infer, cfg.limits
+    model = infer.model
+    if req.model is not None:  # the request's model wins over the config's (router mode)
+        if not isinstance(req.model, str) or not req.model:
+            raise ValueError(f"model must be a non-empty string or None, not {cut(req.model)}")
+        model = req.model
     body: dict[str, Any] = {
-        "model": infer.model,
+        "model": model,
         "messages": [_message(m) for m in req.messages],
     }
     if req.tools:  # rendered at the top of the prompt: sent only when there are tools

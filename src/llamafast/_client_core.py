@@ -25,6 +25,7 @@ from ._config import Config, Limits
 from ._errors import (
     BusyError,
     ConnectError,
+    ContextOverflowError,
     HandshakeTimeout,
     HttpError,
     HttpParseError,
@@ -42,15 +43,19 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
     cut,
+    http_error,
     server_message,
 )
 from ._url import Target
 from ._values import (
     ChatEvent,
+    ChatMessage,
     ChatRequest,
     Completion,
+    ModelInfo,
     Queued,
     Retrying,
+    ServerProps,
     ThinkingCapped,
     Waiting,
 )
@@ -66,10 +71,14 @@ __all__ = [
     "Emit",
     "Receive",
     "RequestCore",
+    "ServerCall",
     "Sleep",
     "StreamState",
     "Target",
     "WaitTurn",
+    "count_request",
+    "read_models",
+    "read_props",
     "request_bytes",
 ]
 
@@ -78,6 +87,7 @@ Phase = Generator[Any, Any, T]  # yields commands, is sent their results, return
 
 CHAT_PATH = "/v1/chat/completions"
 CONTROL_PATH = "/v1/chat/completions/control"
+INPUT_TOKENS_PATH = "/v1/chat/completions/input_tokens"
 POLL_MAX_S = 1.0  # /health is polled at least this often while a model loads
 MAX_ERROR_BODY = 1 << 16  # bytes of an error answer (or /health, control) kept
 # /slots grows with the slot count (about 1.3 KB a slot in llama-server's shape): its own limit.
@@ -181,6 +191,89 @@ def read_slots(text: str) -> dict[int, bool]:
         if isinstance(sid, int) and 0 <= sid < len(slots):
             busy[sid] = s.get("is_processing") is True
     return busy
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        answer = json.loads(text)
+    except (ValueError, RecursionError):
+        answer = None
+    if not isinstance(answer, dict):
+        raise ProtocolError(f"{what} answered something that is not a JSON object: {cut(text)}")
+    return answer
+
+
+def read_props(text: str) -> ServerProps:
+    """The 200 answer of GET /props as ServerProps: `default_generation_settings.n_ctx`,
+    `model_alias` (else `model_path`), the `modalities` that are true, `total_slots` (0 when
+    absent, as a router's own answer). An answer without an integer n_ctx is ProtocolError."""
+    props = _json_object(text, "GET /props")
+    settings = props.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    if type(n_ctx) is not int:
+        raise ProtocolError(f"GET /props answered without an integer context size: {cut(text)}")
+    model = props.get("model_alias")
+    if not isinstance(model, str):
+        model = props.get("model_path")
+    modalities = props.get("modalities")
+    slots = props.get("total_slots")
+    return ServerProps(
+        n_ctx=n_ctx,
+        model=model if isinstance(model, str) else "",
+        modalities=frozenset(k for k, v in modalities.items() if v is True)
+        if isinstance(modalities, dict)
+        else frozenset(),
+        slots=slots if type(slots) is int else 0,
+    )
+
+
+def read_models(text: str) -> tuple[tuple[ModelInfo, tuple[str, ...]], ...] | None:
+    """The 200 answer of GET /models as (ModelInfo, its aliases) per model, or None when the
+    server is not a router (its entries carry no `status`: its one model is loaded and a
+    request's `model` is not routed). An answer without a `data` list is ProtocolError."""
+    data = _json_object(text, "GET /models").get("data")
+    if not isinstance(data, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("id"), str) for m in data
+    ):
+        raise ProtocolError(f"GET /models answered without a list of models: {cut(text)}")
+    router = any(isinstance(m.get("status"), dict) for m in data)
+    out = []
+    for m in data:
+        status = m.get("status")
+        state = status.get("value") if isinstance(status, dict) else None
+        aliases = m.get("aliases")
+        names = tuple(a for a in aliases if isinstance(a, str)) if isinstance(aliases, list) else ()
+        out.append((ModelInfo(m["id"], state if isinstance(state, str) else "loaded"), names))
+    return tuple(out) if router else None
+
+
+def _model_entry(models: tuple[tuple[ModelInfo, tuple[str, ...]], ...], name: str) -> ModelInfo:
+    """The router's entry for `name` (an id or an alias); an unknown name is ValueError naming
+    it and the models the server has."""
+    for info, aliases in models:
+        if name == info.id or name in aliases:
+            return info
+    ids = [cut(info.id, 80) for info, _ in models]
+    known = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
+    raise ValueError(f"the server has no model {cut(name)} (its models: {known or 'none'})")
+
+
+def count_request(req: Any, fields: dict[str, Any]) -> ChatRequest:
+    """The ChatRequest `count_tokens` counts: `req` itself, or a list of messages made into
+    one with `slot=None` and `fields` as its keywords."""
+    if isinstance(req, ChatRequest):
+        if fields:
+            raise TypeError(
+                f"count_tokens takes a ChatRequest alone or messages with fields, not a "
+                f"ChatRequest and {', '.join(sorted(fields))}"
+            )
+        return req
+    if isinstance(req, (str, bytes)) or not isinstance(req, (list, tuple)):
+        raise TypeError(
+            f"count_tokens needs a ChatRequest or a list of messages, not {type(req).__name__}"
+        )
+    messages: list[ChatMessage] = list(req)
+    return ChatRequest(None, messages, **fields)
 
 
 def check_slot(slot: int, count: int) -> None:
@@ -307,12 +400,26 @@ class Core:
         self.rng = rng or random.Random()
         self.lines = Lines()
         self.slot_count: int | None = None
+        # Cached until the server may have restarted (`forget`): its props, whether it has the
+        # input_tokens endpoint, the router's models seen loaded.
+        self.props: ServerProps | None = None
+        self.input_tokens: bool | None = None
+        self.ready_models: set[str] = set()
         self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
         # URL's user and password (the config refuses both at once).
         auth = self.target.auth_header if key is None else f"Bearer {key}"
         self.headers: dict[str, str] = {} if auth is None else {"Authorization": auth}
+
+    def forget(self) -> None:
+        """What the client knows of the server is stale: a connection refused or reset, a 503,
+        a model loading are the signs of a server (re)starting, so the slot count, the props,
+        the endpoints and the loaded models are asked again."""
+        self.slot_count = None
+        self.props = None
+        self.input_tokens = None
+        self.ready_models.clear()
 
     def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """One HTTP/1.1 request to the server, head and body."""
@@ -484,8 +591,34 @@ class RequestCore:
                 yield Emit(Waiting(slot_busy=True))
         elif self.slot is not None and core.slot_count is not None:
             check_slot(self.slot, core.slot_count)
+        model = self.req.model
+        if model is not None and model not in core.ready_models:
+            yield from self._check_model(model)
         yield from self._post()
+        if model is not None:
+            core.ready_models.add(model)
         return True
+
+    def _check_model(self, model: str) -> Phase[None]:
+        """A request that names its model, on a router: an unknown model is ValueError naming
+        it; one that is not loaded yet is `Waiting(slot_busy=False)`, and the wait for the
+        first byte (the router loads the model, then answers) is bounded by load_timeout on
+        top of wait_timeout. A server that is not a router ignores `model`."""
+        core = self.core
+        status, text = yield from self._small("GET", "/models", MAX_SLOTS_BODY, self.deadline)
+        if status != 200:
+            return  # no model list: the chat's own answer says what is wrong
+        models = read_models(text)
+        if models is None:
+            return
+        info = _model_entry(models, model)
+        if info.state == "loaded":
+            core.ready_models.add(model)
+            return
+        limits = core.limits
+        self.load_deadline = core.clock() + limits.load_timeout
+        self.deadline += limits.load_timeout  # loading is not waiting for the slot
+        yield Emit(Waiting(slot_busy=False))
 
     def _wait_turn(self) -> Phase[bool]:
         ticket = self.ticket
@@ -530,6 +663,8 @@ class RequestCore:
             if strict:
                 raise
             return False
+        if core.props is not None and core.props.slots != len(busy):
+            core.forget()  # another slot count: another server
         core.slot_count = len(busy)
         if self.slot is None:
             return bool(busy) and all(busy.values())
@@ -541,7 +676,7 @@ class RequestCore:
         core = self.core
         limits = core.limits
         self.attempt += 1
-        core.slot_count = None  # a refusal may be a restart: ask the slot count again
+        core.forget()  # a refusal may be a restart: ask what the client knows again
         if self.attempt > limits.retries or _fatal(err):
             if isinstance(err, OSError):
                 raise ConnectError(err, core.target.url) from err
@@ -551,13 +686,18 @@ class RequestCore:
         yield Sleep(core.clock() + after / 1000)
 
     def _small(
-        self, method: str, path: str, limit: int, until: float | None = None
+        self,
+        method: str,
+        path: str,
+        limit: int,
+        until: float | None = None,
+        body: bytes | None = None,
     ) -> Phase[tuple[int, str]]:
         """A small request under the rules of the first byte: retries, model load; returns
         (status, text) for any answer but a 503."""
         while True:
             try:
-                status, text = yield from self._fetch(method, path, None, limit, until)
+                status, text = yield from self._fetch(method, path, body, limit, until)
             except OSError as err:
                 yield from self._retry(err)
                 continue
@@ -663,7 +803,7 @@ class RequestCore:
             if status != 503:
                 break
         self.deadline += clock() - start  # loading is not waiting for the slot
-        core.slot_count = None  # a new model, maybe a new server: ask the slot count again
+        core.forget()  # a new model, maybe a new server: ask what the client knows again
 
     def _post(self) -> Phase[None]:
         """POST the chat until a 200 event-stream head (the stream may start)."""
@@ -700,6 +840,8 @@ class RequestCore:
                 raise
             if not got:
                 yield Close(conn)
+                if self.load_deadline is not None and clock() >= self.load_deadline:
+                    raise LoadTimeoutError(limits.load_timeout)
                 raise WaitTimeoutError(limits.wait_timeout)
             # The first byte has come: the rest of the head, and an error answer's body,
             # within stall_timeout of it.
@@ -732,7 +874,12 @@ class RequestCore:
             if status == 503:
                 yield from self._retry(HttpError(status, text))
                 continue
-            raise HttpError(status, text)
+            refusal = http_error(status, text)
+            props = core.props
+            if isinstance(refusal, ContextOverflowError) and props is not None:
+                if refusal.n_ctx is not None and refusal.n_ctx != props.n_ctx:
+                    core.forget()  # another context size: another server
+            raise refusal
 
     def _receive_until(
         self, conn: Any, ready: Callable[[Any], bool], until: float, what: str
@@ -837,3 +984,147 @@ class RequestCore:
         if self.capped:
             return dataclasses.replace(completion, thinking_capped=True)
         return completion
+
+
+_NO_REQUEST = ChatRequest(None, ())
+
+
+class ServerCall(RequestCore):
+    """One of the client's calls that is not a chat (`props`, `count_tokens`, `models`,
+    `load_model`, `unload_model`), under the rules of the first byte: retries with back-off, a
+    503 `Loading model` waited for within load_timeout. An error answer is HttpError (a
+    ContextOverflowError when it says so); an answer that is not what the call expects is
+    ProtocolError."""
+
+    def __init__(self, core: Core) -> None:
+        super().__init__(core, _NO_REQUEST, b"")
+        self.deadline = core.clock() + core.limits.wait_timeout
+
+    def _ask(
+        self, method: str, path: str, payload: Any = None, limit: int = MAX_SLOTS_BODY
+    ) -> Phase[tuple[int, str]]:
+        body = None if payload is None else json.dumps(payload).encode("utf-8")
+        return (yield from self._small(method, path, limit, None, body))
+
+    def props(self) -> Phase[ServerProps]:
+        """GET /props, cached in the client until `Core.forget`."""
+        core = self.core
+        if core.props is None:
+            status, text = yield from self._ask("GET", "/props")
+            if status != 200:
+                raise http_error(status, text)
+            core.props = read_props(text)
+        return core.props
+
+    def count_tokens(self, body: bytes, model: str | None = None) -> Phase[int]:
+        """The prompt tokens of the chat `body`: POST input_tokens where the server has it (a
+        404 is remembered), else the prompt from /apply-template tokenized as the chat is
+        (`add_special`, `parse_special`). A request that names its `model`, on a router: the
+        model is loaded first (`load_model`), so the count does not wait on a held request."""
+        core = self.core
+        if model is not None and model not in core.ready_models:
+            status, text = yield from self._ask("GET", "/models")
+            listed = read_models(text) if status == 200 else None
+            if listed is not None and _model_entry(listed, model).state != "loaded":
+                yield from self.load_model(model)
+            core.ready_models.add(model)
+        if core.input_tokens is not False:
+            status, text = yield from self._small(
+                "POST", INPUT_TOKENS_PATH, MAX_ERROR_BODY, None, body
+            )
+            if status == 200:
+                count = _json_object(text, f"POST {INPUT_TOKENS_PATH}").get("input_tokens")
+                if type(count) is not int:
+                    raise ProtocolError(
+                        f"POST {INPUT_TOKENS_PATH} answered no token count: {cut(text)}"
+                    )
+                core.input_tokens = True
+                return count
+            if status != 404:
+                raise http_error(status, text)
+            core.input_tokens = False
+        status, text = yield from self._small("POST", "/apply-template", MAX_SLOTS_BODY, None, body)
+        if status != 200:
+            raise http_error(status, text)
+        prompt = _json_object(text, "POST /apply-template").get("prompt")
+        if not isinstance(prompt, str):
+            raise ProtocolError(f"POST /apply-template answered no prompt: {cut(text)}")
+        model = json.loads(body).get("model")  # a router routes /tokenize by it
+        payload = {"model": model, "content": prompt, "add_special": True, "parse_special": True}
+        status, text = yield from self._ask("POST", "/tokenize", payload)
+        if status != 200:
+            raise http_error(status, text)
+        tokens = _json_object(text, "POST /tokenize").get("tokens")
+        if not isinstance(tokens, list):
+            raise ProtocolError(f"POST /tokenize answered no tokens: {cut(text)}")
+        return len(tokens)
+
+    def _list(self) -> Phase[tuple[tuple[ModelInfo, tuple[str, ...]], ...] | None]:
+        status, text = yield from self._ask("GET", "/models")
+        if status != 200:
+            raise http_error(status, text)
+        return read_models(text)
+
+    def models(self) -> Phase[tuple[ModelInfo, ...]]:
+        """GET /models: each model's id and state (a server that is not a router: its one
+        model, "loaded")."""
+        status, text = yield from self._ask("GET", "/models")
+        if status != 200:
+            raise http_error(status, text)
+        data = _json_object(text, "GET /models").get("data")
+        listed = read_models(text)
+        if listed is None:  # not a router: its one model is loaded
+            assert isinstance(data, list)
+            return tuple(ModelInfo(m["id"], "loaded") for m in data)
+        return tuple(info for info, _ in listed)
+
+    def load_model(self, model: str) -> Phase[None]:
+        """POST /models/load, then GET /models until the model is loaded, within load_timeout
+        (LoadTimeoutError). An unknown model is ValueError naming it; one already loaded or
+        loading is not an error."""
+        _check_name(model)
+        status, text = yield from self._ask("POST", "/models/load", {"model": model})
+        if status != 200 and server_message(text) != "model is already running":
+            yield from self._refused(model, status, text)
+        yield from self._until_state(model, "loaded")
+        self.core.ready_models.add(model)
+
+    def unload_model(self, model: str) -> Phase[None]:
+        """POST /models/unload, then GET /models until the model is unloaded, within
+        load_timeout (LoadTimeoutError). A model that is not running is not an error, an
+        unknown one is ValueError naming it."""
+        _check_name(model)
+        self.core.ready_models.discard(model)
+        status, text = yield from self._ask("POST", "/models/unload", {"model": model})
+        if status != 200 and server_message(text) != "model is not running":
+            yield from self._refused(model, status, text)
+        yield from self._until_state(model, "unloaded")
+
+    def _refused(self, model: str, status: int, text: str) -> Phase[None]:
+        """A router's refusal to load or unload `model`: when its model list lacks it,
+        ValueError naming it (the router says "File Not Found" or "model is not found");
+        otherwise the HttpError."""
+        if status in (400, 404):
+            listed = yield from self._list()
+            if listed is not None:
+                _model_entry(listed, model)
+        raise http_error(status, text)
+
+    def _until_state(self, model: str, state: str) -> Phase[None]:
+        """GET /models until `model` is in `state`, polled as /health is while a model loads,
+        at most load_timeout (LoadTimeoutError). Not a router: nothing to wait for."""
+        limits = self.core.limits
+        clock = self.core.clock
+        until = clock() + limits.load_timeout
+        for delay in poll_delays(limits):
+            listed = yield from self._list()
+            if listed is None or _model_entry(listed, model).state == state:
+                return
+            if clock() >= until:
+                raise LoadTimeoutError(limits.load_timeout)
+            yield Sleep(min(until, clock() + delay))
+
+
+def _check_name(model: Any) -> None:
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"a model id must be a non-empty string, not {cut(model)}")

@@ -18,6 +18,7 @@ __all__ = [
     "BusyError",
     "CancelledReadError",
     "ConnectError",
+    "ContextOverflowError",
     "HandshakeTimeout",
     "HttpError",
     "HttpParseError",
@@ -39,6 +40,7 @@ __all__ = [
     "assembler_busy_error",
     "busy_error",
     "cut",
+    "http_error",
     "uninitialised_error",
 ]
 
@@ -254,6 +256,31 @@ class HttpError(InferError):
         return f"the server answered {self.status}: {said}"
 
 
+class ContextOverflowError(HttpError):
+    """The server refused the request because its prompt does not fit the context (llama-server's
+    error `type` "exceed_context_size_error"). `n_prompt_tokens` and `n_ctx` are the counts the
+    server sent, None where it sent none. Never retried: the same prompt overflows again."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(status, body)
+        error = _server_error(body) or {}
+        self.n_prompt_tokens = _count(error.get("n_prompt_tokens"))
+        self.n_ctx = _count(error.get("n_ctx"))
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int else None
+
+
+def http_error(status: int, body: str) -> HttpError:
+    """The HttpError for a server's error answer: a ContextOverflowError when its error `type`
+    says the prompt exceeds the context."""
+    error = _server_error(body)
+    if error is not None and error.get("type") == "exceed_context_size_error":
+        return ContextOverflowError(status, body)
+    return HttpError(status, body)
+
+
 class ProtocolError(InferError):
     """The server sent something that is not a chat-completion stream."""
 
@@ -265,16 +292,24 @@ class ProtocolError(InferError):
         return self.message
 
 
-def server_message(body: str) -> str | None:
-    """The `error.message` of a llama-server error body, or None when it has none."""
+def _server_error(body: str) -> dict[str, object] | None:
+    """The `error` object of a llama-server error body, or None when it has none."""
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(parsed, dict):
         error = parsed.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
+        if isinstance(error, dict):
+            return error
+    return None
+
+
+def server_message(body: str) -> str | None:
+    """The `error.message` of a llama-server error body, or None when it has none."""
+    error = _server_error(body)
+    if error is not None and isinstance(error.get("message"), str):
+        return str(error["message"])
     return None
 
 

@@ -25,10 +25,12 @@ __all__ = [
     "Content",
     "Done",
     "FinishReason",
+    "ModelInfo",
     "Progress",
     "Queued",
     "Reasoning",
     "Retrying",
+    "ServerProps",
     "SseItem",
     "System",
     "ThinkingCapped",
@@ -138,9 +140,11 @@ class ChatRequest:
     the config has one (`max_tokens`, `temperature`, `top_p`, `top_k`) and is otherwise left out
     of the body. `min_p` (from 0 to 1) and `seed` sample; `stop` lists strings that end the
     answer; `tool_choice` is "auto", "none", "required" or a tool's name; `response_format`
-    (such as a JSON schema) and `grammar` (GBNF text) constrain the answer; `logprobs` asks for
-    each answer token's log probability (on the `Content` events and the `Completion`), and
-    `top_logprobs` for that many most likely alternatives too (it needs `logprobs`); `extra` adds
+    (such as a JSON schema) and `grammar` (GBNF text) constrain the answer; `model` names the
+    model a router-mode server routes the request to (None: `InferConfig.model`); `logprobs`
+    asks for each answer token's log probability (on the `Content` events and the
+    `Completion`), and `top_logprobs` for that many most likely alternatives too (it needs
+    `logprobs`); `extra` adds
     fields llama-server accepts that have no field here."""
 
     slot: int | None
@@ -158,6 +162,7 @@ class ChatRequest:
     tool_choice: str | None = None
     response_format: Mapping[str, Any] | None = None
     grammar: str | None = None
+    model: str | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
     extra: Mapping[str, Any] | None = None
@@ -215,6 +220,29 @@ class TokenLogprob:
     token: str
     logprob: float
     top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ServerProps:
+    """What `GET /props` says of the server: `n_ctx` (the context size of a slot, in tokens),
+    `model` (its alias or path), `modalities` (the inputs beyond text it takes: "vision",
+    "audio", ...) and `slots` (how many it has). A router-mode server answers for itself: n_ctx
+    0, no slots."""
+
+    n_ctx: int
+    model: str
+    modalities: frozenset[str]
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One model a router-mode server serves (`GET /models`): `id` (the name a request gives as
+    `model`) and `state` as the server says it ("loaded", "loading", "unloaded", ...). A server
+    with one model lists it as "loaded"."""
+
+    id: str
+    state: str
 
 
 @dataclass(frozen=True, slots=True)
