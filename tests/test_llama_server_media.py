@@ -1,7 +1,8 @@
-# Against a real llama-server started with --mmproj: the tiny random-weight vision projector that
-# tools/llama-server/make_mmproj.py writes (LLaVA-style, 32x32 images, 4 image tokens) beside the
-# tiny qwen3 model. The model makes nothing of the picture; what is tested is that the server
-# reads the client's content parts as it reads OpenAI's: the image's tokens are in the prompt.
+# Against a real llama-server started with --mmproj: the tiny random-weight projector that
+# tools/llama-server/make_mmproj.py writes (vision: LLaVA-style, 32x32 images, 4 image tokens;
+# audio: Whisper-style) beside the tiny qwen3 model. The model makes nothing of the media; what
+# is tested is that the server reads the client's content parts as it reads OpenAI's: the
+# media's tokens are in the prompt.
 """Content parts (docs/request-body.md, rule PARTS) against a real llama-server with --mmproj.
 
 Needs LLAMAFAST_LLAMA_SERVER, LLAMAFAST_TEST_MODEL and LLAMAFAST_TEST_MMPROJ (a projector GGUF
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
+import math
 import os
 import struct
+import wave
 import zlib
 from collections.abc import Iterator
 from types import ModuleType
@@ -57,6 +61,18 @@ def png(width: int = 32, height: int = 32) -> bytes:
         + chunk(b"IDAT", zlib.compress(rows))
         + chunk(b"IEND", b"")
     )
+
+
+def wav(seconds: float = 0.5) -> bytes:
+    """A real 16 kHz mono 16-bit WAV (a 440 Hz tone), written with the standard library."""
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(16000)
+        samples = (round(8000 * math.sin(i * 440 * 2 * math.pi / 16000)) for i in range(8000))
+        out.writeframes(b"".join(struct.pack("<h", s) for s in samples))
+    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +139,23 @@ def test_bytes_that_are_no_image_are_the_server_s_refusal(complete: Any) -> None
     assert err.value.status == 400
 
 
-def test_an_audio_part_is_read_as_audio(complete: Any) -> None:
-    # The projector has no audio encoder: the server read the part as audio, and says so.
-    with pytest.raises(HttpError) as err:
-        complete([User([Text("hear"), Audio(b"RIFF\x00\x00\x00\x00WAVE", "wav")])], max_tokens=4)
-    assert "audio input is not supported" in str(err.value)
+def test_an_audio_part_puts_the_sound_in_the_prompt(complete: Any) -> None:
+    text_only = complete([User([Text("hear this")])], max_tokens=4)
+    with_audio = complete([User([Text("hear this"), Audio(wav(), "wav")])], max_tokens=4)
+    as_dict = complete(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hear this"},
+                    {
+                        "type": "input_audio",
+                        "input_audio": {"data": base64.b64encode(wav()).decode(), "format": "wav"},
+                    },
+                ],
+            }
+        ],
+        max_tokens=4,
+    )
+    assert prompt_tokens(with_audio) > prompt_tokens(text_only) + 100
+    assert prompt_tokens(as_dict) == prompt_tokens(with_audio)

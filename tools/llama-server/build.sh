@@ -4,7 +4,7 @@
 #      the server's reasoning_control and POST /v1/chat/completions/control)
 #   2. a static, CPU-only llama-server (AVX2 baseline, no OpenSSL/curl)
 #   3. a tiny random-weight qwen3 GGUF (make_model.py, gguf-py from the same tree)
-#   4. a tiny random-weight vision projector for it (make_mmproj.py), for --mmproj
+#   4. a tiny random-weight projector for it, vision and audio (make_mmproj.py), for --mmproj
 # Every step is skipped when its output is already there. FORCE_MODEL=1 rewrites the model.
 # VERIFY=1 then starts the server on a free loopback port, runs verify.py's checks, stops it.
 # Usage: bash tools/llama-server/build.sh   (ROOT=/other/dir to build elsewhere; about 20 min on 2 cores)
@@ -59,7 +59,7 @@ if [ ! -f "$MODEL" ] || [ "${FORCE_MODEL:-0}" = 1 ]; then
     venv/bin/python make_model.py llama.cpp "$MODEL"
 fi
 
-# 4. the projector (LLaVA-style, into the model's 256-wide embeddings)
+# 4. the projector (LLaVA-style vision, Whisper-style audio, into the model's embeddings)
 if [ ! -f "$MMPROJ" ] || [ "${FORCE_MODEL:-0}" = 1 ]; then
     venv/bin/python make_mmproj.py llama.cpp "$MMPROJ"
 fi
