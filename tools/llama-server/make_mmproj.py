@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,24 @@ import gguf  # noqa: E402
 
 IMAGE, PATCH, WIDTH, FF, BLOCKS, HEADS, TEXT = 32, 16, 64, 128, 2, 4, 256
 MELS, AUDIO_POS = 80, 1500  # a 30 s chunk is 3000 mel frames, halved by the second conv
+
+
+def blocks(writer: gguf.GGUFWriter, w: Any, prefix: str, *, key_bias: bool) -> None:
+    """The encoder's transformer blocks, `prefix` "v" (vision) or "a" (audio)."""
+    zeros, ones = np.zeros(WIDTH, np.float32), np.ones(WIDTH, np.float32)
+    for i in range(BLOCKS):
+        blk = f"{prefix}.blk.{i}"
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            writer.add_tensor(f"{blk}.{name}.weight", w(WIDTH, WIDTH))
+            if key_bias or name != "attn_k":
+                writer.add_tensor(f"{blk}.{name}.bias", zeros)
+        for name in ("ln1", "ln2"):
+            writer.add_tensor(f"{blk}.{name}.weight", ones)
+            writer.add_tensor(f"{blk}.{name}.bias", zeros)
+        writer.add_tensor(f"{blk}.ffn_up.weight", w(FF, WIDTH))
+        writer.add_tensor(f"{blk}.ffn_up.bias", np.zeros(FF, np.float32))
+        writer.add_tensor(f"{blk}.ffn_down.weight", w(WIDTH, FF))
+        writer.add_tensor(f"{blk}.ffn_down.bias", zeros)
 
 
 def main() -> None:
@@ -61,17 +80,7 @@ def main() -> None:
     writer.add_tensor("v.position_embd.weight", w(n_pos, WIDTH))
     writer.add_tensor("v.pre_ln.weight", np.ones(WIDTH, np.float32))
     writer.add_tensor("v.pre_ln.bias", np.zeros(WIDTH, np.float32))
-    for i in range(BLOCKS):
-        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            writer.add_tensor(f"v.blk.{i}.{name}.weight", w(WIDTH, WIDTH))
-            writer.add_tensor(f"v.blk.{i}.{name}.bias", np.zeros(WIDTH, np.float32))
-        for name in ("ln1", "ln2"):
-            writer.add_tensor(f"v.blk.{i}.{name}.weight", np.ones(WIDTH, np.float32))
-            writer.add_tensor(f"v.blk.{i}.{name}.bias", np.zeros(WIDTH, np.float32))
-        writer.add_tensor(f"v.blk.{i}.ffn_up.weight", w(FF, WIDTH))
-        writer.add_tensor(f"v.blk.{i}.ffn_up.bias", np.zeros(FF, np.float32))
-        writer.add_tensor(f"v.blk.{i}.ffn_down.weight", w(WIDTH, FF))
-        writer.add_tensor(f"v.blk.{i}.ffn_down.bias", np.zeros(WIDTH, np.float32))
+    blocks(writer, w, "v", key_bias=True)
     for key, value in (
         ("embedding_length", WIDTH),
         ("feed_forward_length", FF),
@@ -88,18 +97,7 @@ def main() -> None:
     writer.add_tensor("a.conv1d.2.weight", w(WIDTH, WIDTH, 3).astype(np.float16))
     writer.add_tensor("a.conv1d.2.bias", np.zeros((WIDTH, 1), np.float32))
     writer.add_tensor("a.position_embd.weight", w(AUDIO_POS, WIDTH))
-    for i in range(BLOCKS):
-        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            writer.add_tensor(f"a.blk.{i}.{name}.weight", w(WIDTH, WIDTH))
-            if name != "attn_k":  # Whisper's key projection has no bias
-                writer.add_tensor(f"a.blk.{i}.{name}.bias", np.zeros(WIDTH, np.float32))
-        for name in ("ln1", "ln2"):
-            writer.add_tensor(f"a.blk.{i}.{name}.weight", np.ones(WIDTH, np.float32))
-            writer.add_tensor(f"a.blk.{i}.{name}.bias", np.zeros(WIDTH, np.float32))
-        writer.add_tensor(f"a.blk.{i}.ffn_up.weight", w(FF, WIDTH))
-        writer.add_tensor(f"a.blk.{i}.ffn_up.bias", np.zeros(FF, np.float32))
-        writer.add_tensor(f"a.blk.{i}.ffn_down.weight", w(WIDTH, FF))
-        writer.add_tensor(f"a.blk.{i}.ffn_down.bias", np.zeros(WIDTH, np.float32))
+    blocks(writer, w, "a", key_bias=False)  # Whisper's key projection has no bias
     writer.add_tensor("a.post_ln.weight", np.ones(WIDTH, np.float32))
     writer.add_tensor("a.post_ln.bias", np.zeros(WIDTH, np.float32))
     writer.add_tensor("mm.a.fc.weight", w(TEXT, WIDTH))
