@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llamafast import (
     Assistant,
@@ -365,3 +367,40 @@ def test_chat_request_refuses_an_unknown_field_and_fields_beside_a_request() -> 
     assert chat_request(req, {}) is req
     with pytest.raises(TypeError, match="its fields go in it, not as keywords: max_tokens"):
         chat_request(req, {"max_tokens": 3})
+
+
+# --- any parts: the body round-trips, and the openai dict gives the same bytes -----------------
+
+_parts = st.one_of(
+    st.builds(Text, st.text()),
+    st.builds(Image, st.binary(), st.sampled_from(["image/png", "image/jpeg", "image/webp"])),
+    st.builds(Image, url=st.text(min_size=1)),
+    st.builds(Audio, st.binary(), st.sampled_from(["wav", "mp3"])),
+)
+
+
+def _as_openai(part: Any) -> dict[str, Any]:
+    match part:
+        case Text(text):
+            return {"type": "text", "text": text}
+        case Image(data, mime, None):
+            url = f"data:{mime};base64,{base64.b64encode(data).decode()}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        case Image(None, None, url):
+            return {"type": "image_url", "image_url": {"url": url}}
+        case Audio(data, fmt):
+            b64 = base64.b64encode(data).decode()
+            return {"type": "input_audio", "input_audio": {"data": b64, "format": fmt}}
+    raise AssertionError(part)
+
+
+@settings(max_examples=200)
+@given(st.lists(_parts, min_size=1, max_size=5))
+def test_any_parts_round_trip_and_the_openai_dict_gives_the_same_bytes(parts: list[Any]) -> None:
+    req = ChatRequest(None, [User(parts)])
+    text = build_body(CFG, req)
+    assert text == build_body(CFG, ChatRequest(None, [User(list(parts))]))  # SAME-BYTES
+    sent = json.loads(text)["messages"][0]["content"]
+    assert sent == [_as_openai(p) for p in parts]
+    converted = to_messages([{"role": "user", "content": sent}])
+    assert build_body(CFG, ChatRequest(None, converted)) == text
