@@ -20,7 +20,6 @@ import llamafast.pure
 from _server import Outcome, ReplayServer, Reply, event_offset, expected, load, timed_outcome
 from llamafast import (
     BusyError,
-    ChatEvent,
     ChatRequest,
     Config,
     ConnectError,
@@ -33,7 +32,6 @@ from llamafast import (
     ThinkingCapped,
     ToolSchema,
     User,
-    Waiting,
     build_body,
 )
 
@@ -104,8 +102,10 @@ def server() -> Iterator[ReplayServer]:
         yield srv
 
 
-def only_chat_events(events: list[ChatEvent]) -> list[ChatEvent]:
-    return [e for e in events if not isinstance(e, (Waiting, Retrying, ThinkingCapped))]
+def capped_reply() -> Reply:
+    """The thinking_capped recording, paused near its end so the control request finds it."""
+    raw = load("thinking_capped")
+    return Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)
 
 
 # --- the openai-shaped call (OPENAI-SHAPE) --------------------------------------------------------
@@ -203,6 +203,14 @@ def test_limits_bound_the_stall_of_that_request(call: Run, server: ReplayServer)
     limits = Limits(**{**FAST, "stall_timeout": 0.2})
     out = call(make_cfg(server, stall_timeout=30.0), [User("hi")], limits=limits)
     assert isinstance(out.error, StalledError) and out.error.seconds == 0.2
+
+
+def test_limits_bound_the_thinking_of_that_request(call: Run, server: ReplayServer) -> None:
+    server.script = [capped_reply()]
+    limits = Limits(**{**FAST, "thinking_budget": 20})
+    out = call(make_cfg(server), [User("hi")], slot=0, thinking=True, limits=limits)
+    assert out.completion is not None and out.completion.thinking_capped
+    assert sum(isinstance(e, ThinkingCapped) for e in out.events) == 1
 
 
 def test_limits_must_be_limits(call: Run, server: ReplayServer) -> None:
@@ -307,8 +315,7 @@ def test_a_debug_line_for_a_thinking_cap(
     call: Run, server: ReplayServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="llamafast")
-    raw = load("thinking_capped")
-    server.script = [Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)]
+    server.script = [capped_reply()]
     out = call(make_cfg(server, thinking_budget=20), [User(PRIVATE)], slot=0, thinking=True)
     assert out.completion is not None and out.completion.thinking_capped
     capped = [ln for ln in lines(caplog) if "thinking capped" in ln]
