@@ -46,49 +46,56 @@ _MESSAGE_TYPES: Final = (System, User, Assistant, Tool)
 _NO_PARAMETERS: Final = {"type": "object", "properties": {}}
 
 
-def _at(path: str, *keys: str | int) -> str:
-    """`messages[2]['content'][0]`: where a value is, as Python would index it."""
-    return path + "".join(f"[{k!r}]" for k in keys)
+Path = tuple[str | int, ...]  # ("messages", 2, "content"): where a value is
 
 
-def _mapping(where: str, value: object) -> Mapping[str, Any]:
+def _show(path: Path) -> str:
+    """`messages[2]['content']`: the path as Python would index it (made only for an error)."""
+    return str(path[0]) + "".join(f"[{k!r}]" for k in path[1:])
+
+
+def _at(path: Path, *keys: str | int) -> Path:
+    return path + keys
+
+
+def _mapping(where: Path, value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"{where} must be a dict, not {type(value).__name__}: {cut(value)}")
+        raise TypeError(f"{_show(where)} must be a dict, not {type(value).__name__}: {cut(value)}")
     return value
 
 
-def _check_keys(where: str, value: Mapping[str, Any], allowed: Iterable[str]) -> None:
+def _check_keys(where: Path, value: Mapping[str, Any], allowed: Iterable[str]) -> None:
     allowed = tuple(allowed)
     for key in value:
         if key not in allowed:
             raise ValueError(
-                f"{where} has the key {cut(key)}, which is not one of {', '.join(allowed)}"
+                f"{_show(where)} has the key {cut(key)}, which is not one of {', '.join(allowed)}"
             )
 
 
-def _str(where: str, value: object, *, optional: bool = False) -> Any:
+def _str(where: Path, value: object, *, optional: bool = False) -> Any:
     if isinstance(value, str) or (optional and value is None):
         return value
     what = "a string or None" if optional else "a string"
-    raise TypeError(f"{where} must be {what}, not {type(value).__name__}: {cut(value)}")
+    raise TypeError(f"{_show(where)} must be {what}, not {type(value).__name__}: {cut(value)}")
 
 
-def _need(where: str, value: Mapping[str, Any], key: str) -> Any:
+def _need(where: Path, value: Mapping[str, Any], key: str) -> Any:
     if key not in value:
-        raise ValueError(f"{where} has no {key!r}")
+        raise ValueError(f"{_show(where)} has no {key!r}")
     return value[key]
 
 
-def _sequence(where: str, value: object) -> list[Any]:
+def _sequence(where: Path, value: object) -> list[Any]:
     if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
-        raise TypeError(f"{where} must be a list, not {type(value).__name__}: {cut(value)}")
+        raise TypeError(f"{_show(where)} must be a list, not {type(value).__name__}: {cut(value)}")
     return list(value)
 
 
 # --- content parts --------------------------------------------------------------------------
 
 
-def _part(where: str, value: object) -> Part:
+def _part(where: Path, value: object) -> Part:
     if isinstance(value, (Text, Image, Audio)):
         return value
     part = _mapping(where, value)
@@ -104,7 +111,7 @@ def _part(where: str, value: object) -> Part:
         _check_keys(inner, image, ("url", "detail"))
         url = _str(_at(inner, "url"), _need(inner, image, "url"))
         if not url:
-            raise ValueError(f"{_at(inner, 'url')} is empty")
+            raise ValueError(f"{_show(_at(inner, 'url'))} is empty")
         return Image(url=url)  # a data: URI is sent as it came
     if kind == "input_audio":
         _check_keys(where, part, ("type", "input_audio"))
@@ -116,44 +123,44 @@ def _part(where: str, value: object) -> Part:
         try:
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
-            raise ValueError(f"{_at(inner, 'data')} is not base64: {cut(data)}") from None
+            raise ValueError(f"{_show(_at(inner, 'data'))} is not base64: {cut(data)}") from None
         try:
             return Audio(raw, fmt)
         except ValueError as err:
-            raise ValueError(f"{_at(inner, 'format')}: {err}") from None
+            raise ValueError(f"{_show(_at(inner, 'format'))}: {err}") from None
     raise ValueError(
-        f"{_at(where, 'type')} is {cut(kind)}, not 'text', 'image_url' or 'input_audio'"
+        f"{_show(_at(where, 'type'))} is {cut(kind)}, not 'text', 'image_url' or 'input_audio'"
     )
 
 
-def _content_parts(where: str, value: object) -> str | tuple[Part, ...]:
+def _content_parts(where: Path, value: object) -> str | tuple[Part, ...]:
     if isinstance(value, str):
         return value
     if value is None:
-        raise TypeError(f"{where} must be a string or a list of content parts, not None")
+        raise TypeError(f"{_show(where)} must be a string or a list of content parts, not None")
     parts = tuple(_part(_at(where, j), p) for j, p in enumerate(_sequence(where, value)))
     if not parts:
-        raise ValueError(f"{where} is an empty list: give the text or at least one part")
+        raise ValueError(f"{_show(where)} is an empty list: give the text or at least one part")
     return parts
 
 
 # --- messages ---------------------------------------------------------------------------------
 
 
-def _tool_call(where: str, value: object) -> ToolCall:
+def _tool_call(where: Path, value: object) -> ToolCall:
     if isinstance(value, ToolCall):
         return value
     call = _mapping(where, value)
     _check_keys(where, call, ("id", "type", "function"))
     if call.get("type", "function") != "function":
-        raise ValueError(f"{_at(where, 'type')} is {cut(call['type'])}, not 'function'")
+        raise ValueError(f"{_show(_at(where, 'type'))} is {cut(call['type'])}, not 'function'")
     inner = _at(where, "function")
     function = _mapping(inner, _need(where, call, "function"))
     _check_keys(inner, function, ("name", "arguments"))
     arguments = _need(inner, function, "arguments")
     if not isinstance(arguments, str):
         raise TypeError(
-            f"{_at(inner, 'arguments')} must be the arguments' JSON text (a string, as the "
+            f"{_show(_at(inner, 'arguments'))} must be the arguments' JSON text (a string, as the "
             f"server sent it; json.dumps a dict), not {type(arguments).__name__}: {cut(arguments)}"
         )
     return ToolCall(
@@ -163,19 +170,20 @@ def _tool_call(where: str, value: object) -> ToolCall:
     )
 
 
-def _message(where: str, value: object) -> ChatMessage:
+def _message(where: Path, value: object) -> ChatMessage:
     if isinstance(value, _MESSAGE_TYPES):
         return value
     if not isinstance(value, Mapping):
         raise TypeError(
-            f"{where} must be System, User, Assistant, Tool or an openai-shaped dict, not "
+            f"{_show(where)} must be System, User, Assistant, Tool or an openai-shaped dict, not "
             f"{type(value).__name__}: {cut(value)}"
         )
     role = _need(where, value, "role")
     keys = _KEYS.get(role) if isinstance(role, str) else None
     if keys is None:
         raise ValueError(
-            f"{_at(where, 'role')} is {cut(role)}, not 'system', 'user', 'assistant' or 'tool'"
+            f"{_show(_at(where, 'role'))} is {cut(role)}, "
+            "not 'system', 'user', 'assistant' or 'tool'"
         )
     _check_keys(where, value, keys)
     content = _at(where, "content")
@@ -207,7 +215,7 @@ def to_messages(messages: object) -> tuple[ChatMessage, ...]:
 
     Raises ValueError or TypeError naming the message's index and the key at fault."""
     return tuple(
-        _message(f"messages[{i}]", m) for i, m in enumerate(_sequence("messages", messages))
+        _message(("messages", i), m) for i, m in enumerate(_sequence(("messages",), messages))
     )
 
 
@@ -215,15 +223,15 @@ def to_tools(tools: object) -> tuple[ToolSchema, ...]:
     """`tools` as ToolSchemas: each one a ToolSchema, or the openai shape
     `{"type": "function", "function": {"name", "description", "parameters"}}`."""
     out = []
-    for i, value in enumerate(_sequence("tools", tools)):
+    for i, value in enumerate(_sequence(("tools",), tools)):
         if isinstance(value, ToolSchema):
             out.append(value)
             continue
-        where = f"tools[{i}]"
+        where: Path = ("tools", i)
         tool = _mapping(where, value)
         _check_keys(where, tool, ("type", "function"))
         if tool.get("type", "function") != "function":
-            raise ValueError(f"{_at(where, 'type')} is {cut(tool['type'])}, not 'function'")
+            raise ValueError(f"{_show(_at(where, 'type'))} is {cut(tool['type'])}, not 'function'")
         inner = _at(where, "function")
         function = _mapping(inner, _need(where, tool, "function"))
         _check_keys(inner, function, ("name", "description", "parameters", "strict"))
