@@ -15,7 +15,10 @@ and cancelling the task closes the connection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import dataclasses
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
@@ -33,13 +36,13 @@ from ._client_core import (
     Sleep,
     StreamState,
     WaitTurn,
-    count_request,
 )
-from ._config import Config
+from ._config import Config, Limits
 from ._deliver import async_deliver
 from ._errors import StreamClosedEarlyError
+from ._messages import chat_request
 from ._transport import SELECTED, Engine, async_sleep_until
-from ._values import ChatEvent, ChatRequest, Completion, ModelInfo, ServerProps
+from ._values import ChatEvent, ChatMessage, ChatRequest, Completion, ModelInfo, ServerProps
 
 T = TypeVar("T")
 
@@ -77,27 +80,58 @@ class AsyncClient:
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.AsyncTurns()
+        # The streams not yet dropped, so that closing the client closes them (a stream
+        # that ended has nothing left to close; its entry goes with it).
+        self._streams: weakref.WeakSet[AsyncClientStream] = weakref.WeakSet()
+        self._lock = threading.Lock()  # the set, across threads (held for no I/O)
+        self._closed = False
 
     @property
     def config(self) -> Config:
         return self._cfg
 
-    def stream(self, req: ChatRequest) -> AsyncClientStream:
-        """The answer to `req` as a stream to iterate (`with` / `async with`); the body is
-        built now, so a bad request raises ValueError/TypeError here, before anything is sent."""
-        return AsyncClientStream(self, req, build_body(self._cfg, req))
+    def stream(
+        self,
+        req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]],
+        /,
+        *,
+        limits: Limits | None = None,
+        **fields: Any,
+    ) -> AsyncClientStream:
+        """The answer as a stream to iterate (`with` / `async with`). `req` is a ChatRequest,
+        or the messages (the library's values or openai-shaped dicts) with the request's
+        fields as keywords (ChatRequest's; `slot` None unless given). `limits` bounds this
+        request instead of the client's Limits. The body is built now, so a bad request raises
+        ValueError/TypeError here, before anything is sent."""
+        if self._closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed: make a new one")
+        req = chat_request(req, fields)
+        cfg = self._cfg
+        if limits is not None:
+            if not isinstance(limits, Limits):
+                raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+            cfg = dataclasses.replace(cfg, limits=limits)
+        stream = AsyncClientStream(self, req, build_body(cfg, req), limits)
+        with self._lock:
+            self._streams.add(stream)
+        return stream
 
     async def complete(
         self,
-        req: ChatRequest,
+        req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]],
+        /,
         on_event: Callable[[ChatEvent], Awaitable[object] | object] | None = None,
+        *,
+        limits: Limits | None = None,
+        **fields: Any,
     ) -> Completion:
-        """Stream `req` to its end, handing each event to `on_event`; the Completion.
+        """Stream the request to its end, handing each event to `on_event`; the Completion.
+        `req`, `limits` and `fields` as for `stream`.
 
         The asyncio client awaits what `on_event` returns when it is awaitable, and when it is
         a plain function (or None) hands it the body's events from the event loop's arrival
         callback, without waking this task for each one (docs/client.md, rule HANDOUT)."""
-        async with self.stream(req) as stream:
+        async with self.stream(req, limits=limits, **fields) as stream:
             return await async_deliver(stream, on_event)
 
     async def props(self) -> ServerProps:
@@ -106,12 +140,14 @@ class AsyncClient:
         reset, a 503, a model loading, another slot count or context size than it said)."""
         return await self._call(ServerCall(self._core).props())
 
-    async def count_tokens(self, req: ChatRequest | list[Any], **fields: Any) -> int:
+    async def count_tokens(
+        self, req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]], /, **fields: Any
+    ) -> int:
         """The prompt tokens the server would count for `req` (a ChatRequest, or a list of
         messages with ChatRequest's keywords as `fields`): POST
         /v1/chat/completions/input_tokens, or on a server without it /apply-template then
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
-        request = count_request(req, fields)
+        request = chat_request(req, fields)
         body = build_body(self._cfg, request).encode("utf-8")
         return await self._call(ServerCall(self._core).count_tokens(body, request.model))
 
@@ -166,7 +202,14 @@ class AsyncClient:
                 conn.close()
 
     async def aclose(self) -> None:
-        """Nothing to release: every request has its own connection, closed when it ends."""
+        """Close every stream of this client that is still open (their connections, their
+        slots); the client then refuses new requests. Idempotent; leaving
+        `async with AsyncClient(cfg) as client:` calls it."""
+        self._closed = True
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            await stream.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -184,11 +227,13 @@ class AsyncClientStream(StreamState):
     stream as it arrives. Leaving the block, `aclose()`, dropping the stream, or cancelling
     the task closes the connection at once (the server then frees the slot)."""
 
-    def __init__(self, client: AsyncClient, req: ChatRequest, body: str) -> None:
+    def __init__(
+        self, client: AsyncClient, req: ChatRequest, body: str, limits: Limits | None = None
+    ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
         self._engine = client._engine
         self._turns = client._turns
-        self._core = RequestCore(client._core, req, body.encode("utf-8"))
+        self._core = RequestCore(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
         self._conn: Any = None  # the chat's, once the stream has begun
@@ -370,4 +415,4 @@ class AsyncClientStream(StreamState):
         conn = self._conn = core.conn
         sink = core.start_stream()
         self._chat = sink.assembler
-        conn.start_stream(sink, self._core.core.limits.stall_timeout)
+        conn.start_stream(sink, self._core.limits.stall_timeout)

@@ -8,6 +8,7 @@ it costs one `json.dumps` per request, not per chunk.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,20 @@ from typing import Any, Final
 
 from ._config import Config
 from ._errors import cut
-from ._values import Assistant, ChatMessage, ChatRequest, System, Tool, ToolCall, ToolSchema, User
+from ._values import (
+    Assistant,
+    Audio,
+    ChatMessage,
+    ChatRequest,
+    Image,
+    Part,
+    System,
+    Text,
+    Tool,
+    ToolCall,
+    ToolSchema,
+    User,
+)
 
 __all__ = ["RESERVED", "build_body"]
 
@@ -29,13 +43,36 @@ def _tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
+def _part(part: Part) -> dict[str, Any]:
+    # OpenAI's content-part shape, as llama-server reads it (docs/request-body.md, rule PARTS):
+    # bytes go as base64 (encoded once, here), an image's inside a data: URI with its MIME type.
+    match part:
+        case Text(text):
+            return {"type": "text", "text": text}
+        case Image(data, mime, url):
+            if url is None:
+                url = f"data:{mime};base64,{_b64(data)}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        case Audio(data, fmt):
+            return {"type": "input_audio", "input_audio": {"data": _b64(data), "format": fmt}}
+    raise TypeError(f"a content part must be Text, Image or Audio, not {type(part).__name__}")
+
+
+def _b64(data: bytes | None) -> str:
+    return base64.b64encode(data or b"").decode("ascii")
+
+
+def _content(content: str | Sequence[Part]) -> str | list[dict[str, Any]]:
+    return content if isinstance(content, str) else [_part(p) for p in content]
+
+
 def _message(msg: ChatMessage) -> dict[str, Any]:
     # One rendering per kind (06, "One example of each kind of message").
     match msg:
         case System(content):
-            return {"role": "system", "content": content}
+            return {"role": "system", "content": _content(content)}
         case User(content):
-            return {"role": "user", "content": content}
+            return {"role": "user", "content": _content(content)}
         case Tool(tool_call_id, content):
             return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
         case Assistant(content, reasoning_content, tool_calls):

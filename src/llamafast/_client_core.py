@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import random
 import socket
 import ssl
@@ -49,7 +50,6 @@ from ._errors import (
 from ._url import Target
 from ._values import (
     ChatEvent,
-    ChatMessage,
     ChatRequest,
     Completion,
     ModelInfo,
@@ -76,11 +76,14 @@ __all__ = [
     "StreamState",
     "Target",
     "WaitTurn",
-    "count_request",
     "read_models",
     "read_props",
     "request_bytes",
 ]
+
+# One DEBUG line per request, wait, retry and thinking cap (docs/client.md, rule LOG): the
+# URL with its password as ***, counts and ids; never a header (the API key) or message text.
+log = logging.getLogger("llamafast")
 
 T = TypeVar("T")
 Phase = Generator[Any, Any, T]  # yields commands, is sent their results, returns T
@@ -256,24 +259,6 @@ def _model_entry(models: tuple[tuple[ModelInfo, tuple[str, ...]], ...], name: st
     ids = [cut(info.id, 80) for info, _ in models]
     known = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
     raise ValueError(f"the server has no model {cut(name)} (its models: {known or 'none'})")
-
-
-def count_request(req: Any, fields: dict[str, Any]) -> ChatRequest:
-    """The ChatRequest `count_tokens` counts: `req` itself, or a list of messages made into
-    one with `slot=None` and `fields` as its keywords."""
-    if isinstance(req, ChatRequest):
-        if fields:
-            raise TypeError(
-                f"count_tokens takes a ChatRequest alone or messages with fields, not a "
-                f"ChatRequest and {', '.join(sorted(fields))}"
-            )
-        return req
-    if isinstance(req, (str, bytes)) or not isinstance(req, (list, tuple)):
-        raise TypeError(
-            f"count_tokens needs a ChatRequest or a list of messages, not {type(req).__name__}"
-        )
-    messages: list[ChatMessage] = list(req)
-    return ChatRequest(None, messages, **fields)
 
 
 def check_slot(slot: int, count: int) -> None:
@@ -536,10 +521,14 @@ class RequestCore:
     `map_stream_error`.
     """
 
-    def __init__(self, core: Core, req: ChatRequest, body: bytes) -> None:
+    def __init__(
+        self, core: Core, req: ChatRequest, body: bytes, limits: Limits | None = None
+    ) -> None:
         self.core = core
         self.req = req
         self.body = body
+        # This request's bounds: the client's, or those the call gave (LIMITS).
+        self.limits = core.limits if limits is None else limits
         self.slot = req.slot
         self.ticket: Ticket | None = None if req.slot is None else Ticket(req.slot)
         self.closed = False
@@ -552,7 +541,7 @@ class RequestCore:
         self.conn: Any = None  # the chat's connection, once the stream may start
         self.sink: Any = None
         self.completion: Completion | None = None  # once next_events has seen the end
-        limits = core.limits
+        limits = self.limits
         self.soft = limits.thinking_budget
         self.hard_cap = limits.thinking_hard_cap
         self.asked = False  # reasoning_end was sent (once)
@@ -563,7 +552,7 @@ class RequestCore:
     def enter(self) -> None:
         """Join the slot's line and start the wait_timeout clock (when the stream is entered,
         so `with client.stream(...)` order is the order across threads and tasks)."""
-        self.deadline = self.core.clock() + self.core.limits.wait_timeout
+        self.deadline = self.core.clock() + self.limits.wait_timeout
         if self.ticket is not None:
             self.core.lines.enter(self.ticket)
 
@@ -573,11 +562,40 @@ class RequestCore:
 
     # --- before the first byte -----------------------------------------------------------------
 
+    def _say(self, event: ChatEvent) -> Emit:
+        """Emit `event`, with its DEBUG line (LOG)."""
+        if log.isEnabledFor(logging.DEBUG):
+            slot = "any slot" if self.slot is None else f"slot {self.slot}"
+            match event:
+                case Queued(ahead):
+                    log.debug("%s: %d earlier request(s) of this client ahead", slot, ahead)
+                case Waiting(True):
+                    log.debug("%s: waiting, the slot is busy", slot)
+                case Waiting(False):
+                    log.debug("%s: waiting, the server is loading its model", slot)
+                case Retrying(attempt, after_ms, error):
+                    log.debug("%s: retry %d in %d ms after: %s", slot, attempt, after_ms, error)
+                case ThinkingCapped(tokens):
+                    log.debug("%s: thinking capped after %d reasoning tokens", slot, tokens)
+        return Emit(event)
+
     def phases(self) -> Phase[bool]:
         """Up to a 200 event-stream head (`conn` is then the open answer); False if the
         stream was closed while in line."""
         core = self.core
-        limits = core.limits
+        target = core.target
+        # No user info and no query in the line: either may hold a credential.
+        log.debug(
+            "POST %s://%s%s%s: %s, %d message(s), %d bytes",
+            target.scheme,
+            target.host_header,
+            target.prefix,
+            CHAT_PATH,
+            "any slot" if self.slot is None else f"slot {self.slot}",
+            len(self.req.messages),
+            len(self.body),
+        )
+        limits = self.limits
         if self.ticket is not None:
             if not (yield from self._wait_turn()):
                 return False
@@ -588,7 +606,7 @@ class RequestCore:
                 if not limits.wait_for_slot:
                     raise BusyError(self.slot)
                 self.said_busy = True
-                yield Emit(Waiting(slot_busy=True))
+                yield self._say(Waiting(slot_busy=True))
         elif self.slot is not None and core.slot_count is not None:
             check_slot(self.slot, core.slot_count)
         model = self.req.model
@@ -634,10 +652,10 @@ class RequestCore:
                 return True
             if last is None or ahead < last:
                 last = ahead
-                yield Emit(Queued(ahead))
+                yield self._say(Queued(ahead))
                 continue
             if self.core.clock() >= self.deadline:
-                raise WaitTimeoutError(self.core.limits.wait_timeout)
+                raise WaitTimeoutError(self.limits.wait_timeout)
             yield WaitTurn(ticket, moves, self.deadline)
 
     def _ask_slots(self, strict: bool) -> Phase[bool]:
@@ -674,7 +692,7 @@ class RequestCore:
     def _retry(self, err: BaseException) -> Phase[None]:
         """Count a failed attempt: Retrying and the back-off, or the final error."""
         core = self.core
-        limits = core.limits
+        limits = self.limits
         self.attempt += 1
         core.forget()  # a refusal may be a restart: ask what the client knows again
         if self.attempt > limits.retries or _fatal(err):
@@ -682,7 +700,7 @@ class RequestCore:
                 raise ConnectError(err, core.target.url) from err
             raise err
         after = backoff_ms(limits, self.attempt, core.rng)
-        yield Emit(Retrying(self.attempt, after, describe(err)))
+        yield self._say(Retrying(self.attempt, after, describe(err)))
         yield Sleep(core.clock() + after / 1000)
 
     def _small(
@@ -723,7 +741,7 @@ class RequestCore:
         fails is its OSError; an answer that is not HTTP/1.1 is ProtocolError."""
         core = self.core
         clock = core.clock
-        deadline = clock() + core.limits.connect_timeout
+        deadline = clock() + self.limits.connect_timeout
         if until is not None:
             deadline = min(deadline, max(until, clock()))
         what = f"{method} {core.target.prefix}{path}"
@@ -783,12 +801,12 @@ class RequestCore:
         the whole request waits for a load at most load_timeout from the first loading answer
         (a proxy may say 200 on /health while the chat still answers loading)."""
         core = self.core
-        limits = core.limits
+        limits = self.limits
         clock = core.clock
         start = clock()
         if self.load_deadline is None:
             self.load_deadline = start + limits.load_timeout
-            yield Emit(Waiting(slot_busy=False))
+            yield self._say(Waiting(slot_busy=False))
         for delay in poll_delays(limits):
             left = self.load_deadline - clock()
             if left <= 0:
@@ -808,7 +826,7 @@ class RequestCore:
     def _post(self) -> Phase[None]:
         """POST the chat until a 200 event-stream head (the stream may start)."""
         core = self.core
-        limits = core.limits
+        limits = self.limits
         clock = core.clock
         what = f"POST {core.target.prefix}{CHAT_PATH}"
         request = core.request("POST", CHAT_PATH, self.body)
@@ -827,7 +845,7 @@ class RequestCore:
                         busy = yield from self._ask_slots(strict=False)
                         if busy and not self.said_busy:
                             self.said_busy = True
-                            yield Emit(Waiting(slot_busy=True))
+                            yield self._say(Waiting(slot_busy=True))
                     got = yield from self._receive_until(conn, _answered, until, what)
             except OSError as err:  # refused, reset, timed out: before any byte of an answer
                 if conn is not None:
@@ -910,7 +928,7 @@ class RequestCore:
     def start_stream(self) -> Any:
         """The stream begins: the Sink that turns the body into events, for the driver to
         attach to the connection (with the body bytes that came with the head)."""
-        self.sink = sink = self.core.sink(self.core.limits.max_line)
+        self.sink = sink = self.core.sink(self.limits.max_line)
         return sink
 
     def next_events(self) -> list[ChatEvent] | None:
@@ -974,11 +992,11 @@ class RequestCore:
             raise ConnectError(err, core.target.url) from err
         if control_accepted(status, text):
             self.capped = True
-            yield Emit(ThinkingCapped(tokens))
+            yield self._say(ThinkingCapped(tokens))
         self._check_overrun(tokens)
 
     def stream_error(self, err: Exception) -> InferError:
-        return map_stream_error(err, self.core.limits)
+        return map_stream_error(err, self.limits)
 
     def finish(self, completion: Completion) -> Completion:
         if self.capped:

@@ -18,6 +18,7 @@ from ._strict_json import parse as strict_parse
 __all__ = [
     "DONE",
     "Assistant",
+    "Audio",
     "ChatEvent",
     "ChatMessage",
     "ChatRequest",
@@ -25,7 +26,9 @@ __all__ = [
     "Content",
     "Done",
     "FinishReason",
+    "Image",
     "ModelInfo",
+    "Part",
     "Progress",
     "Queued",
     "Reasoning",
@@ -33,6 +36,7 @@ __all__ = [
     "ServerProps",
     "SseItem",
     "System",
+    "Text",
     "ThinkingCapped",
     "Timings",
     "TokenLogprob",
@@ -76,21 +80,128 @@ class ToolCall:
             ) from None
 
 
+# The content parts a System or User message may hold instead of plain text (docs/request-body.md,
+# rule PARTS): OpenAI's content-part shape, which llama-server started with --mmproj reads.
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A piece of a message's content parts: `text`."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"Text.text must be a string, not {cut(self.text)}")
+
+
+def _bytes(owner: str, data: object) -> bytes:
+    """`data` (any bytes-like object) as immutable bytes, so the part stays equal and hashable."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"{owner}.data must be bytes, not {type(data).__name__}")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Image:
+    """An image: its bytes with their MIME type (`data` and `mime`, such as "image/png"), or
+    `url`, which the server fetches (http:// or https://) or decodes (a `data:` URI)."""
+
+    data: bytes | None = None
+    mime: str | None = None
+    url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.url is not None:
+            if self.data is not None or self.mime is not None:
+                raise ValueError("Image takes either data and mime, or url, not both")
+            if not isinstance(self.url, str) or not self.url:
+                raise TypeError(f"Image.url must be a non-empty string, not {cut(self.url)}")
+            return
+        if self.data is None:
+            raise ValueError("Image needs data (with its mime type) or a url")
+        object.__setattr__(self, "data", _bytes("Image", self.data))
+        # llama-server decodes only a data:image/...;base64 URI as an image.
+        mime = self.mime
+        if not isinstance(mime, str) or not mime.startswith("image/") or "," in mime:
+            raise ValueError(
+                f"Image.mime must be an image MIME type such as 'image/png', not {cut(mime)}"
+            )
+
+    def __repr__(self) -> str:
+        if self.url is not None:
+            return f"Image(url={cut(self.url)})"
+        return f"Image(data=<{len(self.data or b'')} bytes>, mime={self.mime!r})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Audio:
+    """A sound: its bytes (`data`) and their `format`, such as "wav" or "mp3"."""
+
+    data: bytes
+    format: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", _bytes("Audio", self.data))
+        if not isinstance(self.format, str) or not self.format:
+            raise ValueError(
+                f"Audio.format must be a format name such as 'wav' or 'mp3', not {cut(self.format)}"
+            )
+
+    def __repr__(self) -> str:
+        return f"Audio(data=<{len(self.data)} bytes>, format={self.format!r})"
+
+
+Part: TypeAlias = Text | Image | Audio
+"""A content part: `Text`, `Image` or `Audio`."""
+
+
+def _content(owner: str, content: object) -> str | tuple[Part, ...]:
+    """A System or User message's content: a string, or its parts as a tuple (checked)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (bytes, bytearray)) or not isinstance(content, Sequence):
+        raise TypeError(
+            f"{owner}.content must be a string or a sequence of Text, Image and Audio parts, "
+            f"not {cut(content)}"
+        )
+    parts = tuple(content)
+    if not parts:
+        raise ValueError(f"{owner}.content is an empty sequence of parts: give at least one")
+    for i, part in enumerate(parts):
+        if not isinstance(part, (Text, Image, Audio)):
+            raise TypeError(
+                f"{owner}.content[{i}] must be Text, Image or Audio, not "
+                f"{type(part).__name__}: {cut(part)}"
+            )
+    return parts
+
+
 # The four kinds of chat message (docs/request-body.md, rule MESSAGES).
 
 
 @dataclass(frozen=True, slots=True)
 class System:
-    """A system message: `content`, its text."""
+    """A system message: `content`, its text or a sequence of parts (`Text`, `Image`, `Audio`;
+    kept as a tuple)."""
 
-    content: str
+    content: str | Sequence[Part]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _content("System", self.content))
 
 
 @dataclass(frozen=True, slots=True)
 class User:
-    """A user message: `content`, its text."""
+    """A user message: `content`, its text or a sequence of parts (`Text`, `Image`, `Audio`;
+    kept as a tuple)."""
 
-    content: str
+    content: str | Sequence[Part]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _content("User", self.content))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,267 @@
+# Strategy: the openai-shaped call (`client.stream(messages, **fields)`) becomes a ChatRequest
+# here, once, for both drivers: each message is a library value or an openai-shaped dict,
+# converted key by key; a key or value that has no place in the library's values is refused with
+# an error naming the message's index and the key, never dropped (but for two openai hints that
+# llama-server does not read: an image's `detail`, a tool's `strict`).
+"""Messages and tools written as the openai SDK writes them, converted to the library's values."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from ._errors import cut
+from ._values import (
+    Assistant,
+    Audio,
+    ChatMessage,
+    ChatRequest,
+    Image,
+    Part,
+    System,
+    Text,
+    Tool,
+    ToolCall,
+    ToolSchema,
+    User,
+)
+
+__all__ = ["chat_request", "to_messages", "to_tools"]
+
+# The keyword fields of the openai-shaped call: ChatRequest's, but `messages` (the argument).
+FIELDS: Final = tuple(f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages")
+
+# The keys each role's dict may have (the rest of the openai message has no place in the values).
+_KEYS: Final = {
+    "system": ("role", "content"),
+    "user": ("role", "content"),
+    "assistant": ("role", "content", "reasoning_content", "tool_calls"),
+    "tool": ("role", "content", "tool_call_id"),
+}
+_MESSAGE_TYPES: Final = (System, User, Assistant, Tool)
+# An empty schema: what a tool without `parameters` takes (no arguments).
+_NO_PARAMETERS: Final = {"type": "object", "properties": {}}
+
+
+Path = tuple[str | int, ...]  # ("messages", 2, "content"): where a value is
+
+
+def _show(path: Path) -> str:
+    """`messages[2]['content']`: the path as Python would index it (made only for an error)."""
+    return str(path[0]) + "".join(f"[{k!r}]" for k in path[1:])
+
+
+def _at(path: Path, *keys: str | int) -> Path:
+    return path + keys
+
+
+def _mapping(where: Path, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{_show(where)} must be a dict, not {type(value).__name__}: {cut(value)}")
+    return value
+
+
+def _check_keys(where: Path, value: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    for key in value:
+        if key not in allowed:
+            raise ValueError(
+                f"{_show(where)} has the key {cut(key)}, which is not one of {', '.join(allowed)}"
+            )
+
+
+def _str(where: Path, value: object, *, optional: bool = False) -> Any:
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    what = "a string or None" if optional else "a string"
+    raise TypeError(f"{_show(where)} must be {what}, not {type(value).__name__}: {cut(value)}")
+
+
+def _need(where: Path, value: Mapping[str, Any], key: str) -> Any:
+    if key not in value:
+        raise ValueError(f"{_show(where)} has no {key!r}")
+    return value[key]
+
+
+def _sequence(where: Path, value: object) -> list[Any]:
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{_show(where)} must be a list, not {type(value).__name__}: {cut(value)}")
+    return list(value)
+
+
+# --- content parts --------------------------------------------------------------------------
+
+
+def _part(where: Path, value: object) -> Part:
+    if isinstance(value, (Text, Image, Audio)):
+        return value
+    part = _mapping(where, value)
+    kind = _need(where, part, "type")
+    if kind == "text":
+        _check_keys(where, part, ("type", "text"))
+        return Text(_str(_at(where, "text"), _need(where, part, "text")))
+    if kind == "image_url":
+        _check_keys(where, part, ("type", "image_url"))
+        inner = _at(where, "image_url")
+        image = _mapping(inner, _need(where, part, "image_url"))
+        # `detail` is the openai API's resolution hint; llama-server has no such choice.
+        _check_keys(inner, image, ("url", "detail"))
+        url = _str(_at(inner, "url"), _need(inner, image, "url"))
+        if not url:
+            raise ValueError(f"{_show(_at(inner, 'url'))} is empty")
+        return Image(url=url)  # a data: URI is sent as it came
+    if kind == "input_audio":
+        _check_keys(where, part, ("type", "input_audio"))
+        inner = _at(where, "input_audio")
+        audio = _mapping(inner, _need(where, part, "input_audio"))
+        _check_keys(inner, audio, ("data", "format"))
+        data = _str(_at(inner, "data"), _need(inner, audio, "data"))
+        fmt = _str(_at(inner, "format"), _need(inner, audio, "format"))
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{_show(_at(inner, 'data'))} is not base64: {cut(data)}") from None
+        try:
+            return Audio(raw, fmt)
+        except ValueError as err:
+            raise ValueError(f"{_show(_at(inner, 'format'))}: {err}") from None
+    raise ValueError(
+        f"{_show(_at(where, 'type'))} is {cut(kind)}, not 'text', 'image_url' or 'input_audio'"
+    )
+
+
+def _content_parts(where: Path, value: object) -> str | tuple[Part, ...]:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        raise TypeError(f"{_show(where)} must be a string or a list of content parts, not None")
+    parts = tuple(_part(_at(where, j), p) for j, p in enumerate(_sequence(where, value)))
+    if not parts:
+        raise ValueError(f"{_show(where)} is an empty list: give the text or at least one part")
+    return parts
+
+
+# --- messages ---------------------------------------------------------------------------------
+
+
+def _tool_call(where: Path, value: object) -> ToolCall:
+    if isinstance(value, ToolCall):
+        return value
+    call = _mapping(where, value)
+    _check_keys(where, call, ("id", "type", "function"))
+    if call.get("type", "function") != "function":
+        raise ValueError(f"{_show(_at(where, 'type'))} is {cut(call['type'])}, not 'function'")
+    inner = _at(where, "function")
+    function = _mapping(inner, _need(where, call, "function"))
+    _check_keys(inner, function, ("name", "arguments"))
+    arguments = _need(inner, function, "arguments")
+    if not isinstance(arguments, str):
+        raise TypeError(
+            f"{_show(_at(inner, 'arguments'))} must be the arguments' JSON text (a string, as the "
+            f"server sent it; json.dumps a dict), not {type(arguments).__name__}: {cut(arguments)}"
+        )
+    return ToolCall(
+        _str(_at(where, "id"), _need(where, call, "id")),
+        _str(_at(inner, "name"), _need(inner, function, "name")),
+        arguments,
+    )
+
+
+def _message(where: Path, value: object) -> ChatMessage:
+    if isinstance(value, _MESSAGE_TYPES):
+        return value
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"{_show(where)} must be System, User, Assistant, Tool or an openai-shaped dict, not "
+            f"{type(value).__name__}: {cut(value)}"
+        )
+    role = _need(where, value, "role")
+    keys = _KEYS.get(role) if isinstance(role, str) else None
+    if keys is None:
+        raise ValueError(
+            f"{_show(_at(where, 'role'))} is {cut(role)}, "
+            "not 'system', 'user', 'assistant' or 'tool'"
+        )
+    _check_keys(where, value, keys)
+    content = _at(where, "content")
+    if role == "system":
+        return System(_content_parts(content, _need(where, value, "content")))
+    if role == "user":
+        return User(_content_parts(content, _need(where, value, "content")))
+    if role == "tool":
+        return Tool(
+            _str(_at(where, "tool_call_id"), _need(where, value, "tool_call_id")),
+            _str(content, _need(where, value, "content")),
+        )
+    calls = value.get("tool_calls")
+    where_calls = _at(where, "tool_calls")
+    return Assistant(
+        _str(content, value.get("content"), optional=True),
+        _str(_at(where, "reasoning_content"), value.get("reasoning_content"), optional=True),
+        ()
+        if calls is None
+        else tuple(
+            _tool_call(_at(where_calls, k), c) for k, c in enumerate(_sequence(where_calls, calls))
+        ),
+    )
+
+
+def to_messages(messages: object) -> tuple[ChatMessage, ...]:
+    """`messages` as the library's values: each one a value already, or an openai-shaped dict
+    (`role`, `content`, `tool_calls`, `tool_call_id`, `reasoning_content`) converted.
+
+    Raises ValueError or TypeError naming the message's index and the key at fault."""
+    return tuple(
+        _message(("messages", i), m) for i, m in enumerate(_sequence(("messages",), messages))
+    )
+
+
+def to_tools(tools: object) -> tuple[ToolSchema, ...]:
+    """`tools` as ToolSchemas: each one a ToolSchema, or the openai shape
+    `{"type": "function", "function": {"name", "description", "parameters"}}`."""
+    out = []
+    for i, value in enumerate(_sequence(("tools",), tools)):
+        if isinstance(value, ToolSchema):
+            out.append(value)
+            continue
+        where: Path = ("tools", i)
+        tool = _mapping(where, value)
+        _check_keys(where, tool, ("type", "function"))
+        if tool.get("type", "function") != "function":
+            raise ValueError(f"{_show(_at(where, 'type'))} is {cut(tool['type'])}, not 'function'")
+        inner = _at(where, "function")
+        function = _mapping(inner, _need(where, tool, "function"))
+        _check_keys(inner, function, ("name", "description", "parameters", "strict"))
+        parameters = function.get("parameters", _NO_PARAMETERS)
+        _mapping(_at(inner, "parameters"), parameters)
+        out.append(
+            ToolSchema(
+                _str(_at(inner, "name"), _need(inner, function, "name")),
+                _str(_at(inner, "description"), function.get("description", "")),
+                parameters,
+            )
+        )
+    return tuple(out)
+
+
+def chat_request(req: object, fields: dict[str, Any]) -> ChatRequest:
+    """The ChatRequest a client call means: `req` itself when it is one (then no `fields`), or
+    the messages `req` and the keyword `fields` (ChatRequest's; `slot` None unless given)."""
+    if isinstance(req, ChatRequest):
+        if fields:
+            raise TypeError(
+                f"a ChatRequest was given, so its fields go in it, not as keywords: "
+                f"{', '.join(sorted(fields))}"
+            )
+        return req
+    for key in fields:
+        if key not in FIELDS:
+            raise TypeError(
+                f"{key!r} is not a field of a chat request; the fields are {', '.join(FIELDS)}"
+            )
+    if "tools" in fields:
+        fields = {**fields, "tools": to_tools(fields["tools"])}
+    return ChatRequest(**{"slot": None, **fields}, messages=to_messages(req))
