@@ -11,6 +11,7 @@ close() from another thread ends a read that is blocked.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ClassVar
@@ -62,10 +63,13 @@ class Client:
 
     _engine: ClassVar[Engine] = SELECTED
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: what an https:// server is checked against (else a context trusting
+        `cfg.infer.ca_file`, else the system's CAs)."""
         if not isinstance(cfg, Config):
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
+        self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.Turns()
@@ -111,6 +115,7 @@ class ClientStream(StreamState):
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
         self._engine = client._engine
         self._turns = client._turns
+        self._ssl = client._ssl
         self._core = RequestCore(client._core, req, body.encode("utf-8"))
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
@@ -250,7 +255,7 @@ class ClientStream(StreamState):
             cmd.conn.receive(cmd.until)
         elif kind is Connect:
             target = self._core.core.target
-            conn = self._engine.SyncConnection.open(target, cmd.until)
+            conn = self._engine.SyncConnection.open(target, cmd.until, self._ssl)
             self._conns.append(conn)
             if self._closed:  # closed from elsewhere meanwhile
                 conn.close()
