@@ -128,6 +128,8 @@ class Reply:
     name: the recording (`fixtures/http/NAME.http`), or `raw`: bytes to send instead.
     pace: replay the `.timing.json` read times, divided by this factor (1.0: real time).
     pause_at / pause_s: after `pause_at` bytes of the raw response, send nothing for `pause_s`.
+    pause_until: after `pause_at` bytes, send nothing until this event is set (no clock: a
+    test that orders two requests by it does not depend on the machine's speed).
     cut_at: close the connection after `cut_at` bytes (the chunked body left incomplete).
     cut_line: end the body in the middle of its `cut_line`-th data line, with a clean chunked end.
     drop_pings: leave out the chunks that hold only `:` comment lines.
@@ -140,6 +142,7 @@ class Reply:
     pace: float | None = None
     pause_at: int | None = None
     pause_s: float = 0.0
+    pause_until: threading.Event | None = None
     cut_at: int | None = None
     cut_line: int | None = None
     drop_pings: bool = False
@@ -525,6 +528,12 @@ class ReplayServer:
                 if not self._wait(conn, time.monotonic() + reply.pause_s, log):
                     return False
                 t0 += reply.pause_s
+            if offset == reply.pause_at and reply.pause_until is not None:
+                paused = time.monotonic()
+                while not reply.pause_until.is_set():
+                    if not self._wait(conn, time.monotonic() + 0.05, log):
+                        return False
+                t0 += time.monotonic() - paused
             if not self._wait(conn, t0 + at, log):
                 return False
             if offset >= release:
@@ -621,6 +630,9 @@ class Outcome:
         return self.completion
 
 
+OnDone = Callable[[int, Outcome], object]
+
+
 class SyncDriver:
     """The sync client, iterated; `module` is the package whose `Client` it uses (`llamafast`,
     or `llamafast.pure` for the pure twins)."""
@@ -651,8 +663,11 @@ class SyncDriver:
         out.elapsed = time.monotonic() - t0
         return out
 
-    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
-        """All of `reqs` at once on one client, each in its own thread, entered in order."""
+    def run_many(
+        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
+    ) -> list[Outcome]:
+        """All of `reqs` at once on one client, each in its own thread, entered in order;
+        `on_done(i, outcome)` as soon as request `i` has ended."""
         client = self.module.Client(cfg)
         outs = [Outcome([]) for _ in reqs]
         streams = [client.stream(r).__enter__() for r in reqs]
@@ -666,6 +681,8 @@ class SyncDriver:
             except Exception as err:
                 outs[i].error = err
             outs[i].elapsed = time.monotonic() - t0
+            if on_done is not None:
+                on_done(i, outs[i])
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
         for t in threads:
@@ -718,10 +735,18 @@ class AsyncDriver:
 
         return await timed_outcome(body)
 
-    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+    def run_many(
+        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
+    ) -> list[Outcome]:
+        async def one(client: AsyncClient, i: int) -> Outcome:
+            out = await self.run_on(client, reqs[i])
+            if on_done is not None:
+                on_done(i, out)
+            return out
+
         async def main() -> list[Outcome]:
             async with self.module.AsyncClient(cfg) as client:
-                return list(await asyncio.gather(*(self.run_on(client, r) for r in reqs)))
+                return list(await asyncio.gather(*(one(client, i) for i in range(len(reqs)))))
 
         return asyncio.run(main())
 
