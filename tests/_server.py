@@ -16,9 +16,10 @@ Routing (method + path, query ignored):
   the id is a completion being streamed, else `reasoning_control_unknown_id.http`.
 - anything else: `get_unknown_path.http`. While `loading`, every path answers 503.
 
-Misbehaviour: `load_for(s)`, `refuse()` / `accept()` (listener closed: connection refused),
-`reset_next` (accept, read the request, RST), `hold_busy(slot)`, and per reply: pauses, cuts,
-RST, pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
+Misbehaviour: `load_for(s)` / `load_until(done)`, `refuse()` / `accept()` (listener closed:
+connection refused), `reset_next` (accept, read the request, RST), `hold_busy(slot)` /
+`busy_until(slot, done)`, and per reply: pauses (`pause_until`: until an event), cuts, RST,
+pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import re
 import select
 import socket
@@ -231,6 +233,7 @@ class ReplayServer:
         self.loading_until = 0.0
         self.chat_loading = False  # /health says ok while the chat answers 503 Loading model
         self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
+        self.slots_answered = 0  # /slots answers sent in full
         self._was_loading = False
         self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
@@ -275,6 +278,24 @@ class ReplayServer:
         self.loading_until = time.monotonic() + seconds
         self._was_loading = True
 
+    def load_until(self, done: Callable[[], bool], guard: float = 30.0) -> None:
+        """Answer every request 503 `Loading model` from now until `done()` says so (looked at
+        every 10 ms; `guard` seconds at most): no clock decides what the client sees."""
+        self.loading_until = math.inf
+        self._was_loading = True
+
+        def run() -> None:
+            until = time.monotonic() + guard
+            while not done() and time.monotonic() < until:
+                time.sleep(0.01)
+            self.loading_until = 0.0
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def until_asked(self, path: str) -> Callable[[], bool]:
+        """A `done` for load_until / busy_until: once `path` has been asked (ends with it)."""
+        return lambda: any(p.endswith(path) for p in self.paths())
+
     def refuse(self) -> None:
         """Close the listening socket: new connections are refused until `accept()`."""
         listener, self._listener = self._listener, None
@@ -304,14 +325,19 @@ class ReplayServer:
             finally:
                 self._forced_busy.discard(slot)
 
-    def busy_for(self, slot: int, seconds: float) -> threading.Thread:
-        """`hold_busy(slot)` from now for `seconds`, in the background."""
+    def busy_until(
+        self, slot: int, done: Callable[[], bool], guard: float = 30.0
+    ) -> threading.Thread:
+        """`hold_busy(slot)` from now until `done()` says so (looked at every 10 ms; `guard`
+        seconds at most), in the background: no clock decides what the client sees."""
         entered = threading.Event()
 
         def run() -> None:
             with self.hold_busy(slot):
                 entered.set()
-                time.sleep(seconds)
+                until = time.monotonic() + guard
+                while not done() and time.monotonic() < until:
+                    time.sleep(0.01)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -424,6 +450,8 @@ class ReplayServer:
             self._sendall(conn, load(name))
         elif req.method == "GET" and req.path == "/slots":
             self._sendall(conn, self._slots())
+            with self._lock:
+                self.slots_answered += 1
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
             body = json.loads(req.body)
             with self._lock:

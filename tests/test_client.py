@@ -277,7 +277,7 @@ def test_waiting_in_the_queue_past_wait_timeout(drive: Driver, server: ReplaySer
 
 
 def test_loading_model_waits_then_streams(drive: Driver, server: ReplayServer) -> None:
-    server.load_for(0.3)
+    server.load_until(server.until_asked("/health"))  # loading until the client polls
     out = drive.run(cfg(server), req())
     assert out.events[0] == Waiting(slot_busy=False)
     assert out.events.count(Waiting(slot_busy=False)) == 1
@@ -285,7 +285,6 @@ def test_loading_model_waits_then_streams(drive: Driver, server: ReplayServer) -
     assert out.ok() == expected("content_only")[1]
     paths = server.paths()
     assert paths[0] == "/slots" and "/health" in paths and paths[-1] == "/v1/chat/completions"
-    assert out.elapsed >= 0.3
 
 
 def test_loading_answer_to_the_chat_itself(drive: Driver, server: ReplayServer) -> None:
@@ -320,14 +319,21 @@ def test_poll_delays_back_off_and_stay_bounded() -> None:
 def test_busy_slot_waits_until_free(drive: Driver, server: ReplayServer) -> None:
     # The first request of a client asks /slots (for the slot count): a busy slot is said at
     # once, and the chat is sent at once too (the server holds it until the slot is free).
-    t0 = time.monotonic()
-    holder = server.busy_for(0, 0.3)
+    # The slot is busy until the chat has arrived (so /slots said busy before), then free.
+    freed: list[float] = []
+
+    def chat_arrived() -> bool:
+        if CHAT in server.paths():
+            freed.append(time.monotonic())
+        return bool(freed)
+
+    holder = server.busy_until(0, chat_arrived)
     out = drive.run(cfg(server), req(0))
     holder.join()
     assert out.events[0] == Waiting(slot_busy=True)
     assert out.events.count(Waiting(slot_busy=True)) == 1
     assert out.ok() == expected("content_only")[1]
-    assert server.chat_logs()[0].started - t0 >= 0.3  # answered only once the slot was free
+    assert server.chat_logs()[0].started >= freed[0]  # answered only once the slot was free
     assert server.paths() == ["/slots", "/v1/chat/completions"]  # no polling
 
 
@@ -337,7 +343,7 @@ def test_busy_slot_later_is_found_when_the_first_byte_is_late(server: ReplayServ
     client = Client(cfg(server, slot_check_delay=0.1))
     assert SyncDriver.run_on(client, req(0)).ok()
     assert server.paths() == ["/slots", "/v1/chat/completions"]
-    holder = server.busy_for(0, 0.4)
+    holder = server.busy_until(0, lambda: server.slots_answered >= 2)  # until the probe's answer
     out = SyncDriver.run_on(client, req(0))
     holder.join()
     assert out.ok() == expected("content_only")[1]
@@ -353,7 +359,7 @@ def test_busy_slot_later_async(server: ReplayServer) -> None:
     async def main() -> tuple[Outcome, Outcome]:
         async with AsyncClient(cfg(server, slot_check_delay=0.1)) as client:
             first = await AsyncDriver.run_on(client, req(0))
-            holder = server.busy_for(0, 0.4)
+            holder = server.busy_until(0, lambda: server.slots_answered >= 2)
             second = await AsyncDriver.run_on(client, req(0))
             holder.join()
             return first, second
@@ -816,7 +822,7 @@ def test_http_client_not_left_open(server: ReplayServer) -> None:
 
 def test_the_api_key_goes_with_every_request(drive: Driver, server: ReplayServer) -> None:
     server.api_key = "k-123"
-    server.load_for(0.8)  # the client polls /health
+    server.load_until(server.until_asked("/health"))  # the client polls /health
     server.script = [capped_reply()]  # and asks the control endpoint
     limits = Limits(**{**FAST, "thinking_budget": 20})  # type: ignore[arg-type]
     config = Config(InferConfig(url=server.url, api_key="k-123"), limits)
@@ -932,7 +938,7 @@ def test_https(drive: Driver, tls_files: tuple[str, str], monkeypatch: pytest.Mo
 
 def test_a_path_prefix_is_kept_on_every_request(drive: Driver) -> None:
     with ReplayServer(prefix="/llm/v1x") as srv:
-        srv.load_for(0.3)
+        srv.load_until(srv.until_asked("/health"))
         out = drive.run(cfg(srv), req())
         assert out.ok() == expected("content_only")[1]
         assert all(r.path.startswith("/llm/v1x/") for r in srv.requests)
