@@ -603,11 +603,12 @@ def test_no_byte_for_stall_timeout_is_stalled(drive: Driver, server: ReplayServe
 
 
 def test_ping_comments_keep_a_slow_prompt_alive(drive: Driver, server: ReplayServer) -> None:
-    # sse_ping at 10x: a ping every 0.2 s, the first data after 0.51 s.
-    server.script = [Reply("sse_ping", pace=10.0)]
-    out = drive.run(cfg(server, stall_timeout=0.4), req())
+    # sse_ping at 2.5x: a ping every 0.8 s, the first data after 2.04 s; each ping comes
+    # 0.8 s before the stall would (room for a loaded machine), the data 0.44 s after it.
+    server.script = [Reply("sse_ping", pace=2.5)]
+    out = drive.run(cfg(server, stall_timeout=1.6), req())
     assert out.ok() == expected("sse_ping")[1]
-    assert out.elapsed >= 0.5
+    assert out.elapsed >= 2.0
 
 
 def test_the_same_silence_without_pings_is_a_stall(drive: Driver, server: ReplayServer) -> None:
