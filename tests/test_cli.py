@@ -84,6 +84,12 @@ class Tty(io.StringIO):
         return True
 
 
+@pytest.fixture(autouse=True)
+def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process, replay's pauses are not taken (the `sleeps` fixture records them)."""
+    monkeypatch.setattr(_cli, "_sleep", lambda seconds: None)
+
+
 @pytest.fixture
 def twin(impl: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """The CLI with `impl`'s ChatStream in place of the default one."""
@@ -954,6 +960,30 @@ def test_ctrl_c_while_the_cli_imports_is_one_line_and_status_130(
     monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
     status = main(["replay"])
     assert (status, capsys.readouterr().err) == (130, "llamafast: interrupted\n")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+def test_ctrl_c_in_a_running_process_is_one_line_and_status_130() -> None:
+    """The real signal, once the replay shows its first line (the default recording is paced,
+    so it is still running): no traceback, whatever it was doing."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llamafast", "replay"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    if proc.returncode == 0:  # pragma: no cover - it finished before the signal came
+        pytest.skip("the replay ended before the signal")
+    assert (proc.returncode, err) == (130, "llamafast: interrupted\n")
 
 
 # --- usage: a mistyped command, an unknown option -------------------------------------------
