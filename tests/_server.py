@@ -16,9 +16,10 @@ Routing (method + path, query ignored):
   the id is a completion being streamed, else `reasoning_control_unknown_id.http`.
 - anything else: `get_unknown_path.http`. While `loading`, every path answers 503.
 
-Misbehaviour: `load_for(s)`, `refuse()` / `accept()` (listener closed: connection refused),
-`reset_next` (accept, read the request, RST), `hold_busy(slot)`, and per reply: pauses, cuts,
-RST, pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
+Misbehaviour: `load_for(s)` / `load_until(done)`, `refuse()` / `accept()` (listener closed:
+connection refused), `reset_next` (accept, read the request, RST), `hold_busy(slot)` /
+`busy_until(slot, done)`, and per reply: pauses (`pause_until`: until an event), cuts, RST,
+pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import re
 import select
 import socket
@@ -128,6 +130,8 @@ class Reply:
     name: the recording (`fixtures/http/NAME.http`), or `raw`: bytes to send instead.
     pace: replay the `.timing.json` read times, divided by this factor (1.0: real time).
     pause_at / pause_s: after `pause_at` bytes of the raw response, send nothing for `pause_s`.
+    pause_until: after `pause_at` bytes, send nothing until this event is set (no clock: a
+    test that orders two requests by it does not depend on the machine's speed).
     cut_at: close the connection after `cut_at` bytes (the chunked body left incomplete).
     cut_line: end the body in the middle of its `cut_line`-th data line, with a clean chunked end.
     drop_pings: leave out the chunks that hold only `:` comment lines.
@@ -140,6 +144,7 @@ class Reply:
     pace: float | None = None
     pause_at: int | None = None
     pause_s: float = 0.0
+    pause_until: threading.Event | None = None
     cut_at: int | None = None
     cut_line: int | None = None
     drop_pings: bool = False
@@ -228,6 +233,7 @@ class ReplayServer:
         self.loading_until = 0.0
         self.chat_loading = False  # /health says ok while the chat answers 503 Loading model
         self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
+        self.slots_answered = 0  # /slots answers sent in full
         self._was_loading = False
         self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
@@ -272,6 +278,24 @@ class ReplayServer:
         self.loading_until = time.monotonic() + seconds
         self._was_loading = True
 
+    def load_until(self, done: Callable[[], bool], guard: float = 30.0) -> None:
+        """Answer every request 503 `Loading model` from now until `done()` says so (looked at
+        every 10 ms; `guard` seconds at most): no clock decides what the client sees."""
+        self.loading_until = math.inf
+        self._was_loading = True
+
+        def run() -> None:
+            until = time.monotonic() + guard
+            while not done() and time.monotonic() < until:
+                time.sleep(0.01)
+            self.loading_until = 0.0
+
+        threading.Thread(target=run, daemon=True).start()
+
+    def until_asked(self, path: str) -> Callable[[], bool]:
+        """A `done` for load_until / busy_until: once `path` has been asked (ends with it)."""
+        return lambda: any(p.endswith(path) for p in self.paths())
+
     def refuse(self) -> None:
         """Close the listening socket: new connections are refused until `accept()`."""
         listener, self._listener = self._listener, None
@@ -301,14 +325,19 @@ class ReplayServer:
             finally:
                 self._forced_busy.discard(slot)
 
-    def busy_for(self, slot: int, seconds: float) -> threading.Thread:
-        """`hold_busy(slot)` from now for `seconds`, in the background."""
+    def busy_until(
+        self, slot: int, done: Callable[[], bool], guard: float = 30.0
+    ) -> threading.Thread:
+        """`hold_busy(slot)` from now until `done()` says so (looked at every 10 ms; `guard`
+        seconds at most), in the background: no clock decides what the client sees."""
         entered = threading.Event()
 
         def run() -> None:
             with self.hold_busy(slot):
                 entered.set()
-                time.sleep(seconds)
+                until = time.monotonic() + guard
+                while not done() and time.monotonic() < until:
+                    time.sleep(0.01)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -421,6 +450,8 @@ class ReplayServer:
             self._sendall(conn, load(name))
         elif req.method == "GET" and req.path == "/slots":
             self._sendall(conn, self._slots())
+            with self._lock:
+                self.slots_answered += 1
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
             body = json.loads(req.body)
             with self._lock:
@@ -525,6 +556,12 @@ class ReplayServer:
                 if not self._wait(conn, time.monotonic() + reply.pause_s, log):
                     return False
                 t0 += reply.pause_s
+            if offset == reply.pause_at and reply.pause_until is not None:
+                paused = time.monotonic()
+                while not reply.pause_until.is_set():
+                    if not self._wait(conn, time.monotonic() + 0.05, log):
+                        return False
+                t0 += time.monotonic() - paused
             if not self._wait(conn, t0 + at, log):
                 return False
             if offset >= release:
@@ -622,6 +659,9 @@ class Outcome:
         return self.completion
 
 
+OnDone = Callable[[int, Outcome], object]
+
+
 class SyncDriver:
     """The sync client, iterated; `module` is the package whose `Client` it uses (`llamafast`,
     or `llamafast.pure` for the pure twins)."""
@@ -652,8 +692,11 @@ class SyncDriver:
         out.elapsed = time.monotonic() - t0
         return out
 
-    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
-        """All of `reqs` at once on one client, each in its own thread, entered in order."""
+    def run_many(
+        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
+    ) -> list[Outcome]:
+        """All of `reqs` at once on one client, each in its own thread, entered in order;
+        `on_done(i, outcome)` as soon as request `i` has ended."""
         client = self.module.Client(cfg)
         outs = [Outcome([]) for _ in reqs]
         streams = [client.stream(r).__enter__() for r in reqs]
@@ -667,6 +710,8 @@ class SyncDriver:
             except Exception as err:
                 outs[i].error = err
             outs[i].elapsed = time.monotonic() - t0
+            if on_done is not None:
+                on_done(i, outs[i])
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
         for t in threads:
@@ -719,10 +764,18 @@ class AsyncDriver:
 
         return await timed_outcome(body)
 
-    def run_many(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+    def run_many(
+        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
+    ) -> list[Outcome]:
+        async def one(client: AsyncClient, i: int) -> Outcome:
+            out = await self.run_on(client, reqs[i])
+            if on_done is not None:
+                on_done(i, out)
+            return out
+
         async def main() -> list[Outcome]:
             async with self.module.AsyncClient(cfg) as client:
-                return list(await asyncio.gather(*(self.run_on(client, r) for r in reqs)))
+                return list(await asyncio.gather(*(one(client, i) for i in range(len(reqs)))))
 
         return asyncio.run(main())
 

@@ -75,12 +75,13 @@ def test_100_concurrent_streams_complete_in_per_slot_order(server: ReplayServer)
     spans = sorted((log.started, log.ended) for log in logs)
     overlapping = sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
     assert overlapping > 10
-    assert elapsed < 20
+    assert elapsed < 120  # a hang guard: a few seconds even on a loaded machine
 
 
 def test_cancelling_the_task_closes_the_connection(server: ReplayServer) -> None:
     raw = load("content_only")
-    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=5.0), Reply()]
+    # the server's pause ends when the client closes: only the cancel can end it
+    server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=60.0), Reply()]
 
     async def main() -> float:
         async with AsyncClient(cfg(server)) as client:
@@ -105,7 +106,7 @@ def test_cancelling_the_task_closes_the_connection(server: ReplayServer) -> None
 
     t0 = asyncio.run(main())
     first = server.chat_logs()[0]
-    assert first.closed_by_client and first.closed_at - t0 < 0.5
+    assert first.closed_by_client and first.closed_at - t0 < 20  # not the 60 s pause
 
 
 def test_leaving_the_block_early_closes_at_once(server: ReplayServer) -> None:
@@ -251,8 +252,8 @@ def test_an_exception_from_on_event_is_raised_as_is_and_closes_the_stream(
     with pytest.raises(ValueError, match="the agent's own bug") as caught:
         asyncio.run(main())
     assert type(caught.value) is ValueError  # not mapped to a ProtocolError
-    assert time.monotonic() - t0 < 2.0 and len(seen) == 3
-    deadline = time.monotonic() + 2.0
+    assert time.monotonic() - t0 < 20 and len(seen) == 3  # a hang guard
+    deadline = time.monotonic() + 20
     while not server.chat_logs()[0].closed_by_client and time.monotonic() < deadline:
         time.sleep(0.01)
     assert server.chat_logs()[0].closed_by_client

@@ -305,7 +305,8 @@ def test_a_debug_line_per_retry_and_wait(
     retries = [ln for ln in lines(caplog) if "retry" in ln]
     assert retries and retries[0].startswith("any slot: retry 1 in ")
     caplog.clear()
-    server.busy_for(0, 0.4)
+    # Busy until the client has said it waits: no clock decides what it sees.
+    server.busy_until(0, lambda: any("waiting" in r.getMessage() for r in caplog.records))
     call(make_cfg(server, slot_check_delay=0.05), [User(PRIVATE)], slot=0)
     assert "slot 0: waiting, the slot is busy" in lines(caplog)
     assert PRIVATE not in caplog.text

@@ -172,7 +172,7 @@ def test_memory_does_not_grow_with_the_stream(impl: types.SimpleNamespace) -> No
     assert growth(long) < 8 * MiB, long
     assert growth(long) < growth(short) + 2 * MiB, (short, long)
     if impl.IMPLEMENTATION == "cython":
-        assert float(long["elapsed"]) < 30, long  # 256 MiB, ~400,000 chunks: a few seconds
+        assert float(long["elapsed"]) < 120, long  # 256 MiB: a few seconds; a hang guard only
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")

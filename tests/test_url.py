@@ -284,7 +284,7 @@ def test_a_v1_base_url_reaches_the_same_server(drive: Driver, raw_server: RawSer
 
 def test_the_query_goes_with_every_request(drive: Driver) -> None:
     with RawServer(prefix="/proxy") as srv:
-        srv.load_for(0.3)  # the client polls /health too
+        srv.load_until(srv.until_asked("/health"))  # the client polls /health too
         out = drive.run(config(srv.url + "/v1?api-version=2&t=%C3%A9"), req())
         assert out.ok()
         assert {line.split(" ")[1].split("?")[0] for line in srv.lines} >= {
@@ -307,7 +307,7 @@ def test_a_non_ascii_path_is_sent_percent_encoded(drive: Driver) -> None:
 # `target.auth_header` (see the report of the `url` branch): strict, so it shows once wired.
 def test_user_info_goes_as_basic_auth_on_every_request(drive: Driver) -> None:
     with ReplayServer() as srv:
-        srv.load_for(0.3)
+        srv.load_until(srv.until_asked("/health"))
         url = srv.url.replace("http://", f"http://u:{PASSWORD}@")
         assert drive.run(config(url), req()).ok()
         assert [r.headers.get("authorization") for r in srv.requests] == [

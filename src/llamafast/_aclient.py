@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -73,10 +74,13 @@ class AsyncClient:
 
     _engine: ClassVar[Engine] = SELECTED
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: what an https:// server is checked against (else a context trusting
+        `cfg.infer.ca_file`, else the system's CAs)."""
         if not isinstance(cfg, Config):
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
+        self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.AsyncTurns()
@@ -185,7 +189,7 @@ class AsyncClient:
                 kind = type(cmd)
                 try:
                     if kind is Connect:
-                        conn = await engine.AsyncConnection.open(self._target, cmd.until)
+                        conn = await engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
                         conns.append(conn)
                         conn.send(cmd.request, cmd.until)
                         result = conn
@@ -233,6 +237,7 @@ class AsyncClientStream(StreamState):
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
         self._engine = client._engine
         self._turns = client._turns
+        self._ssl = client._ssl
         self._core = RequestCore(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
@@ -372,7 +377,7 @@ class AsyncClientStream(StreamState):
             await cmd.conn.receive(cmd.until)
         elif kind is Connect:
             target = self._core.core.target
-            conn = await self._engine.AsyncConnection.open(target, cmd.until)
+            conn = await self._engine.AsyncConnection.open(target, cmd.until, self._ssl)
             self._conns.append(conn)
             if self._closed:  # closed from elsewhere meanwhile
                 conn.close()

@@ -3,7 +3,9 @@
 One display (`LiveView` for people, `JsonView` for scripts) takes ChatEvents as they come and the
 Completion at the end; `replay` feeds it from a recorded HTTP response (decoded by the standard
 library's http.client over a file, then ChatStream), `chat` from a live `Client.stream`. Every
-failure ends as one line on stderr and exit status 1, never a traceback.
+failure ends as one line on stderr and exit status 1, never a traceback; a usage error (a bad
+option or value) exits 2, an interrupt 130. `chat`'s answer alone goes to stdout, everything else
+(status, reasoning, the summary) to stderr, so `llamafast chat Hi > answer.txt` holds the answer.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ TIMING = ".timing.json"
 `{"reads_ms_bytes": [[ms from the request, bytes], ...]}`."""
 PACE_LIMIT_S = 3.0
 """A recording whose pacing lasts longer is sped up to last this long, so a replay stays short."""
+UNTIMED_PACE_S = 0.02
+"""The pause after each event of a recording without timing, so it is still watched streaming."""
+UNTIMED_LIMIT_S = 1.5
+"""The most time a recording without timing spends pausing: the rest goes at full speed."""
+CONFIG_FILE = "llamafast.toml"
+"""What `chat` reads from the current directory when no --config is given (the README's file)."""
 
 _sleep = time.sleep  # the tests stand a fake in
 
@@ -83,6 +91,8 @@ _CLEAR_LINE = "\r\x1b[2K"
 class CliError(Exception):
     """A failure reported as one line, `kind: message`, with exit status 1."""
 
+    status = 1
+
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(kind, message)
         self.kind = kind
@@ -96,6 +106,12 @@ class CliError(Exception):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
+
+
+class UsageError(CliError):
+    """A bad option or option value: one line, exit status 2 (as argparse's own usage errors)."""
+
+    status = 2
 
 
 # --- the display --------------------------------------------------------------------------
@@ -117,10 +133,23 @@ class LiveView:
     with `\\r`; otherwise only a status's last state is printed, as a line of its own. `color`:
     reasoning dim and italic, tool-call arguments cyan, markers dim. Every section (thinking,
     answer, each tool call) opens with a marker line, so the plain output reads the same.
+
+    `side` (default: `out`) takes everything but the answer: status lines, notices, reasoning,
+    the markers and the summary; `out` keeps the answer's text and its tool calls.
     """
 
-    def __init__(self, out: IO[str], *, live: bool, color: bool, flush: bool) -> None:
+    def __init__(
+        self,
+        out: IO[str],
+        *,
+        live: bool,
+        color: bool,
+        flush: bool,
+        side: IO[str] | None = None,
+    ) -> None:
         self.out = out
+        self.side = out if side is None else side
+        self.to = self.side  # the stream the open section writes to
         self.live = live
         self.color = color
         self.flush = flush
@@ -128,41 +157,50 @@ class LiveView:
         self.section: object = None
         self.styled = False  # an ANSI style is on for the open section
         self.status = ""  # the status line on show (Progress / Queued / Waiting)
-        self.column = 0  # characters on the current output line (0: at a line start)
+        # characters on each stream's current line (0: at a line start), by id of the stream
+        self.columns: dict[int, int] = {}
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, to: IO[str] | None = None) -> None:
+        to = self.to if to is None else to
         if text:
-            self.out.write(text)
+            to.write(text)
             end = text.rfind("\n")
-            self.column = len(text) - end - 1 if end >= 0 else self.column + len(text)
+            before = self.columns.get(id(to), 0)
+            self.columns[id(to)] = len(text) - end - 1 if end >= 0 else before + len(text)
 
-    def _line(self, text: str, style: str) -> None:
+    def _line(self, text: str, style: str, to: IO[str] | None = None) -> None:
         """`text` on a line of its own."""
-        if self.column:
-            self._write("\n")
-        self._write(f"{style}{text}{_RESET}\n" if self.color else f"{text}\n")
+        to = self.to if to is None else to
+        if self.columns.get(id(to)):
+            self._write("\n", to)
+        self._write(f"{style}{text}{_RESET}\n" if self.color else f"{text}\n", to)
 
     def _leave(self) -> None:
         """End the open section: reset its style, make a status final, end an open line."""
         if self.styled:
-            self.out.write(_RESET)
+            self.to.write(_RESET)
             self.styled = False
         if self.status and not self.live:
             self._write(self.status)
-        if self.column:
-            self._write("\n")
+        for stream in (self.out, self.side) if self.side is not self.out else (self.out,):
+            if self.columns.get(id(stream)):
+                self._write("\n", stream)
         self.section = None
         self.status = ""
+        self.to = self.side
 
-    def _enter(self, section: object, title: str | None, style: str = "") -> None:
+    def _enter(
+        self, section: object, title: str | None, style: str = "", to: IO[str] | None = None
+    ) -> None:
         if self.section == section:
             return
         self._leave()
         self.section = section
         if title is not None:
-            self._line(f"── {title} ──" if self.color else f"--- {title} ---", _DIM)
+            self._line(f"── {title} ──" if self.color else f"--- {title} ---", _DIM, self.side)
+        self.to = self.side if to is None else to
         if style and self.color:
-            self.out.write(style)
+            self.to.write(style)
             self.styled = True
 
     def _show_status(self, kind: object, line: str) -> None:
@@ -170,8 +208,8 @@ class LiveView:
         self._enter(("status", kind), None)
         self.status = line
         if self.live:
-            self.out.write(_CLEAR_LINE + line)
-            self.column = len(line)
+            self.side.write(_CLEAR_LINE + line)
+            self.columns[id(self.side)] = len(line)
 
     def _notice(self, line: str) -> None:
         """A one-off notice (a retry, the thinking cap) on a line of its own."""
@@ -186,7 +224,7 @@ class LiveView:
                 self._enter("reasoning", "thinking", _DIM_ITALIC)
                 self._write(text.translate(_CONTROLS))
             case Content(text):
-                self._enter("content", "answer")
+                self._enter("content", "answer", to=self.out)
                 self._write(text.translate(_CONTROLS))
             case ToolCallDelta(index, call_id, name, arguments):
                 title = f"tool call {index}"
@@ -194,7 +232,7 @@ class LiveView:
                     title += f": {name}"
                 if call_id is not None:
                     title += f" (id {call_id})"
-                self._enter(index, title, _CYAN)
+                self._enter(index, title, _CYAN, to=self.out)
                 self._write(arguments.translate(_CONTROLS))
             case Queued(ahead):
                 plural = "request" if ahead == 1 else "requests"
@@ -207,7 +245,12 @@ class LiveView:
             case ThinkingCapped(tokens):
                 self._notice(f"thinking capped after {tokens} reasoning tokens")
         if self.flush:
-            self.out.flush()
+            self._flush()
+
+    def _flush(self) -> None:
+        self.out.flush()
+        if self.side is not self.out:
+            self.side.flush()
 
     def done(self, completion: Completion, stats: Stats) -> None:
         self._leave()
@@ -253,13 +296,13 @@ class LiveView:
         rows.append(("time", ", ".join(timing)))
         for key, value in rows:
             self._write(f"{key:<14} {value.translate(_CONTROLS)}\n")
-        self.out.flush()
+        self._flush()
 
     def fail(self, err: CliError) -> None:
         """Close the display before the error line goes to stderr."""
         if not isinstance(err, OutputError):
             self._leave()
-            self.out.flush()
+            self._flush()
 
 
 def _tokens(n: int) -> str:
@@ -356,19 +399,29 @@ class JsonView:
 View = LiveView | JsonView
 
 
-def make_view(args: argparse.Namespace, out: IO[str], *, flush: bool) -> View:
+def make_view(
+    args: argparse.Namespace, out: IO[str], *, flush: bool, side: IO[str] | None = None
+) -> View:
+    """The view `args` ask for; `side` (the status, reasoning and summary) decides the
+    terminal styling when given, as most of what is styled goes there."""
     if args.json:
         return JsonView(out, flush=flush)
-    live = out.isatty()
+    live = (out if side is None else side).isatty()
     color = {"always": True, "never": False}.get(
         args.color, live and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     )
-    return LiveView(out, live=live or args.color == "always", color=color, flush=flush or live)
+    return LiveView(
+        out, live=live or args.color == "always", color=color, flush=flush or live, side=side
+    )
 
 
-def show(events: Iterator[ChatEvent], view: View, *, delay: float = 0.0) -> Stats:
-    """Hand every event of `events` to `view`; the time spent inside `events` is `parse_s`."""
+def show(
+    events: Iterator[ChatEvent], view: View, *, delay: float = 0.0, limit: float = math.inf
+) -> Stats:
+    """Hand every event of `events` to `view`, pausing `delay` seconds after each until the
+    pauses reach `limit` in all; the time spent inside `events` is `parse_s`."""
     stats = Stats()
+    left = limit
     clock = time.perf_counter
     parse = 0.0
     while True:
@@ -381,8 +434,10 @@ def show(events: Iterator[ChatEvent], view: View, *, delay: float = 0.0) -> Stat
         parse += clock() - start
         stats.events += 1
         view.event(ev)
-        if delay:
-            _sleep(delay)
+        pause = min(delay, left)
+        if pause > 0:
+            left -= pause
+            _sleep(pause)
     stats.parse_s = parse
     return stats
 
@@ -536,13 +591,22 @@ def _check_head(label: str, response: http.client.HTTPResponse) -> None:
 def replay(args: argparse.Namespace, out: IO[str]) -> int:
     if args.list:
         for name in bundled():
-            out.write(f"{name}{'  (default)' if name == DEFAULT_RECORDING else ''}\n")
+            default, timed = name == DEFAULT_RECORDING, bool(recorded_reads(name))
+            if args.json:
+                line = json.dumps({"name": name, "default": default, "timing": timed})
+            else:
+                line = f"{name}{'  (default)' if default else ''}"
+            out.write(line + "\n")
         return 0
     delay = _option("--delay", args.delay, float)
     if delay is not None and delay < 0:
-        raise CliError("ValueError", f"--delay must be at least 0, not {args.delay!r}")
-    # --delay (even 0) replaces the recorded pacing; --no-pace turns it off
+        raise UsageError("ValueError", f"--delay must be at least 0, not {args.delay!r}")
+    # --delay (even 0) replaces the recorded pacing; --no-pace turns it off. A recording
+    # without timing goes at a steady modest pace, its pauses capped at UNTIMED_LIMIT_S.
     reads = [] if args.no_pace or delay is not None else recorded_reads(args.file)
+    limit = math.inf
+    if delay is None and not reads and not args.no_pace:
+        delay, limit = UNTIMED_PACE_S, UNTIMED_LIMIT_S
     view = make_view(args, out, flush=bool(delay or reads))
     with ExitStack() as stack:
         label, file = open_recording(args.file)
@@ -556,7 +620,7 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
         stream = llamafast.ChatStream(response)
         head_slept = 0.0 if pacer is None else pacer.slept  # pauses before the body
         try:
-            stats = show(iter(stream), view, delay=delay or 0.0)
+            stats = show(iter(stream), view, delay=delay or 0.0, limit=limit)
             completion = stream.completion
             if pacer is not None and stats.parse_s is not None:  # the pauses are not parsing
                 stats.parse_s = max(0.0, stats.parse_s - (pacer.slept - head_slept))
@@ -572,16 +636,16 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def _option(name: str, text: str | None, kind: type[int] | type[float]) -> Any:
-    """The value of option `name` (given as `text`) as `kind`; one line and status 1 if not."""
+    """The value of option `name` (given as `text`) as `kind`; a UsageError if not."""
     if text is None:
         return None
     try:
         value = kind(text)
     except ValueError:
         noun = "an integer" if kind is int else "a number"
-        raise CliError("ValueError", f"{name} must be {noun}, not {text!r}") from None
+        raise UsageError("ValueError", f"{name} must be {noun}, not {text!r}") from None
     if kind is float and not math.isfinite(value):
-        raise CliError("ValueError", f"{name} must be a finite number, not {text!r}")
+        raise UsageError("ValueError", f"{name} must be a finite number, not {text!r}")
     return value
 
 
@@ -608,18 +672,28 @@ def _api_key(args: argparse.Namespace, cfg: Config) -> str | None:
     return os.environ.get(API_KEY_VARIABLE) or cfg.infer.api_key
 
 
+def _config(args: argparse.Namespace) -> Config:
+    """--config FILE, else ./llamafast.toml when there is one, else the defaults."""
+    path = args.config
+    if path is None and os.path.isfile(CONFIG_FILE):
+        path = CONFIG_FILE
+    return Config() if path is None else Config.from_toml(path)
+
+
 def chat(args: argparse.Namespace, out: IO[str]) -> int:
     if args.any_slot and args.slot is not None:
-        raise CliError("ValueError", "--slot and --any-slot cannot both be given")
+        raise UsageError("ValueError", "--slot and --any-slot cannot both be given")
     slot = None if args.any_slot else _option("--slot", args.slot or "0", int)
     max_tokens = _option("--max-tokens", args.max_tokens, int)
     temperature = _option("--temperature", args.temperature, float)
     seed = _option("--seed", args.seed, int)
     budget = _option("--thinking-budget", args.thinking_budget, int)
     try:
-        cfg = Config.from_toml(args.config) if args.config else Config()
+        cfg = _config(args)
         infer = cfg.infer if args.url is None else dataclasses.replace(cfg.infer, url=args.url)
         infer = dataclasses.replace(infer, api_key=_api_key(args, cfg))
+        if args.ca_file is not None:
+            infer = dataclasses.replace(infer, ca_file=args.ca_file)
         limits = cfg.limits
         if budget is not None:
             limits = dataclasses.replace(limits, thinking_budget=budget)
@@ -640,13 +714,14 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
     )
     try:  # every bad value is refused here, before anything is sent
         build_body(cfg, req)
-    except ValueError as err:
-        raise CliError.of(err, "bad request: ") from None
+    except ValueError as err:  # the request's values are the command line's
+        raise UsageError.of(err, "bad request: ") from None
     try:  # looked up at run time so the tests can stand a fake client in
         client_cls = importlib.import_module("llamafast._client").Client
     except (ImportError, AttributeError) as err:
         raise CliError.of(err, "the chat client is not available: ") from None
-    view = make_view(args, out, flush=True)
+    # the answer alone on stdout; the status, reasoning and summary on stderr
+    view = make_view(args, out, flush=True, side=_Output(sys.stderr))  # type: ignore[arg-type]
     start = time.perf_counter()
     try:
         with client_cls(cfg).stream(req) as stream:
@@ -767,6 +842,8 @@ def parser() -> argparse.ArgumentParser:
         action="version",
         version=f"%(prog)s {llamafast.__version__} ({llamafast.IMPLEMENTATION} implementation)",
     )
+    config_help = f"read [infer] and [limits] from FILE (default: ./{CONFIG_FILE} when present)"
+    top.add_argument("--config", metavar="FILE.toml", help=config_help)
     sub = top.add_subparsers(dest="command", metavar="{replay,chat}")
 
     def display_options(p: argparse.ArgumentParser) -> None:
@@ -794,6 +871,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"a recorded response, or a bundled recording's name (default: {DEFAULT_RECORDING})",
     )
     rp.add_argument("--list", action="store_true", help="name the bundled recordings and exit")
+    rp.add_argument(
+        "--config", metavar="FILE.toml", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     rp.add_argument(
         "--delay",
         metavar="S",
@@ -837,7 +917,13 @@ def parser() -> argparse.ArgumentParser:
         help=f"the server's API key (default: ${API_KEY_VARIABLE}, then the config's)",
     )
     cp.add_argument("--thinking-budget", metavar="N", help="reasoning tokens before reasoning_end")
-    cp.add_argument("--config", metavar="FILE.toml", help="read [infer] and [limits] from FILE")
+    # given after the command too; SUPPRESS keeps a value given before it
+    cp.add_argument("--config", metavar="FILE.toml", default=argparse.SUPPRESS, help=config_help)
+    cp.add_argument(
+        "--ca-file",
+        metavar="FILE.pem",
+        help="trust the CA certificates in FILE for an https:// server (default: the config's)",
+    )
     display_options(cp)
     cp.set_defaults(run=chat)
     return top
@@ -855,20 +941,44 @@ def _drop_output(out: IO[str]) -> None:
             pass
 
 
+def _first_word(words: list[str]) -> int:
+    """Where the command (or what stands for it) is: past the top-level `--config FILE`s."""
+    at = 0
+    while at < len(words):
+        if words[at] == "--config" and at + 1 < len(words):
+            at += 2
+        elif words[at].startswith("--config="):
+            at += 1
+        else:
+            break
+    return at
+
+
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     """Run the command line; the exit status is returned: 0 done, 1 failed (one line on
-    stderr), 2 a usage error (one line, as argparse's), 130 interrupted (Ctrl-C)."""
+    stderr), 2 a usage error (one line, as argparse's), 130 interrupted (Ctrl-C, at any
+    moment: one line)."""
+    try:
+        return _main(argv, out)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None, out: IO[str] | None) -> int:
     out = sys.stdout if out is None else out
     if out is sys.stdout and hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
     words = list(sys.argv[1:] if argv is None else argv)
-    if words and words[0] not in (*COMMANDS, "-h", "--help", "--version"):
-        unknown = _unknown_command(words[0])
+    at = _first_word(words)
+    first = words[at] if at < len(words) else None
+    if first is not None and first not in (*COMMANDS, "-h", "--help", "--version"):
+        unknown = _unknown_command(first)
         if unknown is not None:
             print(f"{PROG}: {unknown.message}", file=sys.stderr)
             return 2
-    if not words or words[0] not in (*COMMANDS, "-h", "--help", "--version"):
-        words.insert(0, "replay")  # replay is the main job
+    if first is None or first not in (*COMMANDS, "-h", "--help", "--version"):
+        words.insert(at, "replay")  # replay is the main job
     args = parser().parse_args(words)
     sink = cast(IO[str], _Output(out))  # the views use write, flush and isatty only
     try:
@@ -894,5 +1004,5 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             print(f"{PROG}: {err.message}", file=sys.stderr)
             return 130
         print(f"{PROG}: {err}", file=sys.stderr)
-        return 1
+        return err.status
     return status

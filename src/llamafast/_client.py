@@ -12,6 +12,7 @@ close() from another thread ends a read that is blocked.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -69,10 +70,13 @@ class Client:
 
     _engine: ClassVar[Engine] = SELECTED
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: what an https:// server is checked against (else a context trusting
+        `cfg.infer.ca_file`, else the system's CAs)."""
         if not isinstance(cfg, Config):
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
+        self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.Turns()
@@ -177,7 +181,7 @@ class Client:
                 kind = type(cmd)
                 try:
                     if kind is Connect:
-                        conn = engine.SyncConnection.open(self._target, cmd.until)
+                        conn = engine.SyncConnection.open(self._target, cmd.until, self._ssl)
                         conns.append(conn)
                         conn.send(cmd.request, cmd.until)
                         result = conn
@@ -225,6 +229,7 @@ class ClientStream(StreamState):
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
         self._engine = client._engine
         self._turns = client._turns
+        self._ssl = client._ssl
         self._core = RequestCore(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
@@ -364,7 +369,7 @@ class ClientStream(StreamState):
             cmd.conn.receive(cmd.until)
         elif kind is Connect:
             target = self._core.core.target
-            conn = self._engine.SyncConnection.open(target, cmd.until)
+            conn = self._engine.SyncConnection.open(target, cmd.until, self._ssl)
             self._conns.append(conn)
             if self._closed:  # closed from elsewhere meanwhile
                 conn.close()

@@ -145,6 +145,13 @@ class InferConfig:
             "repr() or an error message (docs/client.md, rule API-KEY)",
         },
     )
+    ca_file: str | None = field(
+        default=None,
+        metadata={
+            "doc": "a PEM file of CA certificates to trust for an https:// server (a private "
+            "CA), instead of the system's; read when a client is made (docs/client.md, rule TLS)"
+        },
+    )
 
     def __post_init__(self) -> None:
         _check(self, "infer")
@@ -158,6 +165,8 @@ class InferConfig:
                 f"infer.api_key is {what}: a key is sent in an HTTP header, so it must be "
                 "printable ASCII characters (the key is not shown here)"
             )
+        if self.ca_file == "":
+            raise ValueError("infer.ca_file is empty: give the path of a PEM file, or leave it out")
         if key is not None and target.auth_header is not None:
             raise ValueError(
                 "infer.url has a user name or password and infer.api_key is set: both would be "

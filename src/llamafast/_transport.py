@@ -33,6 +33,7 @@ __all__ = [
     "Engine",
     "Turns",
     "async_sleep_until",
+    "client_ssl_context",
     "sleep_until",
     "ssl_context",
 ]
@@ -45,6 +46,31 @@ def ssl_context() -> ssl.SSLContext:
     if _SSL is None:
         _SSL = ssl.create_default_context()
     return _SSL
+
+
+def client_ssl_context(ca_file: str | None, given: object) -> ssl.SSLContext | None:
+    """A client's TLS context: the one it was given, else one trusting `ca_file`'s CAs (read
+    now, so a bad file fails when the client is made), else None (the system's, shared)."""
+    if given is not None:
+        if not isinstance(given, ssl.SSLContext):
+            raise TypeError(f"ssl_context must be an ssl.SSLContext, not {type(given).__name__}")
+        if ca_file is not None:
+            raise ValueError(
+                f"both ssl_context and infer.ca_file ({ca_file!r}) are given: the context "
+                "decides what is trusted, so give only one"
+            )
+        return given
+    if ca_file is None:
+        return None
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except ssl.SSLError as err:  # an SSLError is an OSError too: this one is the file's content
+        raise ValueError(
+            f"infer.ca_file {ca_file!r} holds no CA certificate in PEM form ({err.reason})"
+        ) from None
+    except OSError as err:
+        why = f"infer.ca_file {ca_file!r} cannot be read: {err.strerror}"
+        raise type(err)(err.errno, why) from None
 
 
 def _no_delay(sock: socket.socket | None) -> None:
@@ -74,7 +100,8 @@ class _SyncIO:
     buffer_updated: Any
 
     @classmethod
-    def open(cls, target: Target, until: float) -> Any:
+    def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
+        """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
         conn = cls(None, cls.Parser())  # type: ignore[attr-defined]
         conn.eof = conn.stalled = False
         left = max(0.001, until - time.monotonic())
@@ -87,7 +114,7 @@ class _SyncIO:
             if target.scheme == "https":
                 sock.settimeout(max(0.001, until - time.monotonic()))
                 try:
-                    sock = ssl_context().wrap_socket(sock, server_hostname=target.host)
+                    sock = (tls or ssl_context()).wrap_socket(sock, server_hostname=target.host)
                 except TimeoutError as err:
                     raise HandshakeTimeout("the TLS handshake did not finish") from err
         except BaseException:
@@ -186,13 +213,14 @@ class _AsyncIO:
     _wake: Any
 
     @classmethod
-    async def open(cls, target: Target, until: float) -> Any:
+    async def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
+        """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
         loop = asyncio.get_running_loop()
         conn = cls(loop, cls.Parser())  # type: ignore[attr-defined]
         conn.eof = conn.stalled = False
         conn._stall = 0.0
         conn._timer = None
-        tls = ssl_context() if target.scheme == "https" else None
+        tls = (tls or ssl_context()) if target.scheme == "https" else None
         left = max(0.001, until - time.monotonic())
         try:
             # The handshake has its own bound, so that one that never finishes (TLS spoken

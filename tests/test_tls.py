@@ -1,0 +1,236 @@
+"""TLS (docs/client.md, rule TLS): a private CA trusted through `infer.ca_file` (the config, the
+TOML file, the command line's --ca-file) or an `ssl.SSLContext` handed to either client, against
+the loopback server speaking HTTPS with a certificate that CA signed.
+
+The CA and the server's certificate are made by the `openssl` command in a fixture (the
+`cryptography` package is not a dependency); without it these tests skip, saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import llamafast
+from _server import AsyncDriver, CompleteDriver, ReplayServer, Reply, SyncDriver, expected
+from llamafast import (
+    AsyncClient,
+    ChatRequest,
+    Client,
+    Config,
+    ConnectError,
+    InferConfig,
+    Limits,
+    User,
+    _cli,
+)
+
+CHAT = "/v1/chat/completions"
+FAST = Limits(retries=2, retry_base_ms=1, retry_max_ms=1, connect_timeout=10.0)
+
+
+class Pki:
+    """A private CA (`ca`), a server certificate it signed for 127.0.0.1 (`cert`, `key`), and
+    another CA that signed nothing here (`stranger`)."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.ca = str(where / "ca.pem")
+        self.cert = str(where / "server.pem")
+        self.key = str(where / "server.key")
+        self.stranger = str(where / "stranger.pem")
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def _make_ca(where: Path, name: str) -> tuple[str, str]:
+    cert, key = str(where / f"{name}.pem"), str(where / f"{name}.key")
+    _openssl(
+        *("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
+        *("-nodes", "-days", "2", "-keyout", key, "-out", cert),
+        *("-subj", f"/CN=llamafast test {name}"),
+        *("-addext", "basicConstraints=critical,CA:TRUE"),
+        *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+    )
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a private CA and a certificate")
+    where = tmp_path_factory.mktemp("pki")
+    out = Pki(where)
+    ca, ca_key = _make_ca(where, "ca")
+    _make_ca(where, "stranger")
+    csr = str(where / "server.csr")
+    _openssl(
+        *("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"),
+        *("-keyout", out.key, "-out", csr, "-subj", "/CN=127.0.0.1"),
+    )
+    ext = where / "server.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1\n"
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+    )
+    _openssl(
+        *("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"),
+        *("-days", "1", "-out", out.cert, "-extfile", str(ext)),
+    )
+    return out
+
+
+@pytest.fixture
+def https(pki: Pki) -> Iterator[ReplayServer]:
+    """The loopback server over TLS (it wraps each accepted socket with this context)."""
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(pki.cert, pki.key)
+    with ReplayServer(tls=served) as srv:
+        srv.default = Reply("reasoning_then_content")
+        yield srv
+
+
+def cfg(server: ReplayServer, ca_file: str | None = None, limits: Limits = FAST) -> Config:
+    return Config(InferConfig(url=server.url, ca_file=ca_file), limits)
+
+
+def req() -> ChatRequest:
+    return ChatRequest(0, [User("hi")])
+
+
+@pytest.fixture(params=["sync", "async", "complete"])
+def drive(request: pytest.FixtureRequest) -> Any:
+    return {"sync": SyncDriver, "async": AsyncDriver, "complete": CompleteDriver}[request.param]()
+
+
+def test_ca_file_trusts_the_private_ca(drive: Any, https: ReplayServer, pki: Pki) -> None:
+    assert https.url.startswith("https://")
+    out = drive.run(cfg(https, ca_file=pki.ca), req())
+    assert out.events == expected("reasoning_then_content")[0]
+    assert out.ok() == expected("reasoning_then_content")[1]
+    assert https.paths() == ["/slots", CHAT]  # every request over TLS
+
+
+def test_without_the_ca_the_certificate_is_refused_and_not_retried(
+    drive: Any, https: ReplayServer, pki: Pki
+) -> None:
+    for ca_file in (None, pki.stranger):  # the system's CAs; a CA that signed something else
+        out = drive.run(cfg(https, ca_file=ca_file), req())
+        err = out.raised(ConnectError)
+        assert isinstance(err.error, ssl.SSLCertVerificationError), err.error
+        assert out.events == []  # no Retrying: a refused certificate is refused every time
+    assert https.requests == []  # nothing was sent in the clear
+
+
+def _context(pki: Pki) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=pki.ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def test_the_sync_client_takes_an_ssl_context(https: ReplayServer, pki: Pki) -> None:
+    out = SyncDriver.run_on(Client(cfg(https), ssl_context=_context(pki)), req())
+    assert out.ok() == expected("reasoning_then_content")[1]
+    refused = SyncDriver.run_on(Client(cfg(https), ssl_context=ssl.create_default_context()), req())
+    assert isinstance(refused.raised(ConnectError).error, ssl.SSLCertVerificationError)
+
+
+@pytest.mark.parametrize("driver", [AsyncDriver, CompleteDriver])
+def test_the_async_client_takes_an_ssl_context(driver: Any, https: ReplayServer, pki: Pki) -> None:
+    async def main(ctx: ssl.SSLContext) -> Any:
+        async with AsyncClient(cfg(https), ssl_context=ctx) as client:
+            return await driver.run_on(client, req())
+
+    out = asyncio.run(main(_context(pki)))
+    assert out.ok() == expected("reasoning_then_content")[1]
+    refused = asyncio.run(main(ssl.create_default_context()))
+    assert isinstance(refused.raised(ConnectError).error, ssl.SSLCertVerificationError)
+
+
+def test_the_pure_clients_take_them_too(https: ReplayServer, pki: Pki) -> None:
+    pure = llamafast.pure
+    out = SyncDriver.run_on(pure.Client(cfg(https, ca_file=pki.ca)), req())
+    assert out.ok() == expected("reasoning_then_content")[1]
+    out = SyncDriver.run_on(pure.Client(cfg(https), ssl_context=_context(pki)), req())
+    assert out.ok() == expected("reasoning_then_content")[1]
+
+
+@pytest.mark.parametrize("cls", [Client, AsyncClient])
+def test_a_bad_ca_file_fails_when_the_client_is_made(cls: Any, pki: Pki, tmp_path: Path) -> None:
+    config = Config(InferConfig(url="https://127.0.0.1:9", ca_file=str(tmp_path / "none.pem")))
+    with pytest.raises(FileNotFoundError, match=r"infer.ca_file '.*none.pem' cannot be read"):
+        cls(config)
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    config = Config(InferConfig(url="https://127.0.0.1:9", ca_file=str(tmp_path / "junk.pem")))
+    with pytest.raises(ValueError, match=r"infer.ca_file '.*junk.pem' holds no CA certificate"):
+        cls(config)
+
+
+@pytest.mark.parametrize("cls", [Client, AsyncClient])
+def test_a_context_and_a_ca_file_together_are_refused(cls: Any, pki: Pki) -> None:
+    config = Config(InferConfig(url="https://127.0.0.1:9", ca_file=pki.ca))
+    with pytest.raises(ValueError, match=r"both ssl_context and infer\.ca_file"):
+        cls(config, ssl_context=_context(pki))
+    with pytest.raises(TypeError, match=r"ssl_context must be an ssl\.SSLContext, not str"):
+        cls(Config(), ssl_context=pki.ca)
+
+
+def test_ca_file_in_the_toml_file(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text('[infer]\nca_file = "/etc/my-ca.pem"\n')
+    assert Config.from_toml(tmp_path / "c.toml").infer.ca_file == "/etc/my-ca.pem"
+    (tmp_path / "c.toml").write_text("[infer]\nca_file = 3\n")
+    with pytest.raises(ValueError, match=r"c.toml: infer.ca_file must be a string, not 3"):
+        Config.from_toml(tmp_path / "c.toml")
+    (tmp_path / "c.toml").write_text('[infer]\nca_file = ""\n')
+    with pytest.raises(ValueError, match=r"c.toml: infer.ca_file is empty"):
+        Config.from_toml(tmp_path / "c.toml")
+    assert InferConfig().ca_file is None
+
+
+def test_the_command_line_trusts_ca_file(
+    https: ReplayServer,
+    pki: Pki,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no llamafast.toml here
+    argv = ["chat", "--url", https.url, "--json", "hi"]
+    assert _cli.main([*argv[:-1], "--ca-file", pki.ca, "hi"]) == 0
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert last["type"] == "completion" and last["content"]
+    # the same through ./llamafast.toml
+    (tmp_path / "llamafast.toml").write_text(f"[infer]\nca_file = {json.dumps(pki.ca)}\n")
+    assert _cli.main(argv) == 0
+    capsys.readouterr()
+    # and without it, one line saying the certificate was not accepted
+    (tmp_path / "llamafast.toml").unlink()
+    assert _cli.main(["chat", "--url", https.url, "hi"]) == 1
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert "the server's certificate was not accepted" in err
+
+
+def test_the_command_line_with_a_missing_ca_file_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLAMA_API_KEY", raising=False)
+    missing = str(tmp_path / "none.pem")
+    argv = ["chat", "--url", "https://127.0.0.1:9", "--ca-file", missing, "hi"]
+    assert _cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "infer.ca_file" in err and "none.pem" in err, err
