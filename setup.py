@@ -3,11 +3,11 @@
 `LLAMAFAST_NO_EXTENSIONS=1` (or `-C pure-python=true`, read by the build backend in _build/)
 builds no extension and makes a py3-none-any wheel. Otherwise the extensions are required: a
 compile that fails fails the build, saying how to get the pure one instead. The assembler
-compiles simdjson's amalgamated sources, shipped inside the exactly pinned pysimdjson package
-(a build requirement the backend adds only for this build), into itself.
+compiles simdjson's amalgamated sources into itself: from the folder the builder names, or from
+the pinned pysimdjson sdist, downloaded and checked by sha256 (_build/llamafast_backend.py says
+how); a missing input (Cython, those sources) fails with the one message that names it.
 """
 
-import importlib.metadata
 import os
 import sys
 from pathlib import Path
@@ -19,45 +19,32 @@ from setuptools.errors import CompileError
 HERE = Path(__file__).parent
 PKG = HERE / "src" / "llamafast"
 sys.path.insert(0, str(HERE / "_build"))
-from llamafast_backend import PURE_ENV, PURE_SETTING, PYSIMDJSON, STRIP_ENV  # noqa: E402
+from llamafast_backend import (  # noqa: E402
+    PURE_ENV,
+    PURE_HINT,
+    STRIP_ENV,
+    check_cython,
+    simdjson_sources,
+)
 
 NO_EXTENSIONS = os.environ.get(PURE_ENV, "") not in ("", "0") or (
     sys.implementation.name != "cpython"
 )
 STRIP = os.environ.get(STRIP_ENV, "") == "1"
-PURE_HINT = (
-    f"for the pure-Python build instead, set {PURE_ENV}=1 or pass `-C {PURE_SETTING}=true` to pip"
-)
 
 
-def simdjson_sources() -> Path:
-    """The directory holding simdjson.h and simdjson.cpp, inside the pinned pysimdjson."""
-    name, _, version = PYSIMDJSON.partition("==")
+def cython_version():
     try:
-        dist = importlib.metadata.distribution(name)
-    except importlib.metadata.PackageNotFoundError:
-        raise SystemExit(
-            f"error: llamafast's extensions compile simdjson's sources from {PYSIMDJSON}, which "
-            f"is not installed (pip installs it for the build; with --no-build-isolation, "
-            f"`pip install {PYSIMDJSON}` first); {PURE_HINT}"
-        ) from None
-    if dist.version != version:
-        raise SystemExit(
-            f"error: llamafast's extensions are built with simdjson's sources from {PYSIMDJSON}, "
-            f"but pysimdjson {dist.version} is installed; {PURE_HINT}"
-        )
-    where = Path(dist.locate_file("simdjson"))
-    missing = [f for f in ("simdjson.h", "simdjson.cpp") if not (where / f).is_file()]
-    if missing:
-        raise SystemExit(
-            f"error: {PYSIMDJSON} is installed but {', '.join(missing)} is not in {where}, "
-            f"where llamafast's build expects simdjson's amalgamated sources; {PURE_HINT}"
-        )
-    return where
+        import Cython
+    except ImportError:
+        return None
+    return Cython.__version__
 
 
 def extensions():
-    sj = simdjson_sources()
+    check_cython(cython_version())
+    # Extracted once per tree (under build/, which the sdist leaves out), after the hash check.
+    sj = simdjson_sources(HERE / "build" / "pysimdjson")
     cflags = ["-O3", "-std=c++17"] if os.name != "nt" else ["/O2", "/std:c++17"]
     # One Extension per twin module; the ones whose .pyx is in the tree are built.
     defined = {

@@ -1,6 +1,6 @@
 """The assembler alone: every payload of the 20,000-chunk stream pushed, then finish().
 
-Run: python -m pytest bench/test_bench_assemble.py --benchmark-enable -q
+Run: python -m pytest bench/test_bench_assemble.py --benchmark-only
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tool-call arguments asked for after every piece: incremental vs one parse vs re-parsing.
 
-Run: python -m pytest bench/test_bench_partial.py --benchmark-enable -q
+Run: python -m pytest bench/test_bench_partial.py --benchmark-only
 (bench/partial_args.py prints the same comparison, with more rows, as one table.)
 """
 

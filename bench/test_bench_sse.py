@@ -1,6 +1,6 @@
 """The SSE reader alone, on the 20,000-chunk generated stream.
 
-Run: python -m pytest bench/test_bench_sse.py --benchmark-enable -q
+Run: python -m pytest bench/test_bench_sse.py --benchmark-only
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The whole path (bytes to Completion), beside the openai SDK's path and the simdjson floor.
 
-Run: python -m pytest bench/test_bench_whole.py --benchmark-enable -q
+Run: python -m pytest bench/test_bench_whole.py --benchmark-only
 
 The openai SDK path runs on a 1,000-chunk stream from the same generator (the same mix of
 chunks; at ~500 µs a chunk the whole 20,000 would take ~10 s a round); compare it per chunk

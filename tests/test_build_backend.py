@@ -1,12 +1,18 @@
-"""The build backend in _build/: Cython and pysimdjson are asked for exactly when the extensions
-are built, pinned exactly, and a pure build is chosen by the switch, the config setting, or an
-interpreter that is not CPython. (Skipped where the tests run without the source tree, as in a
-wheel's own test run.)"""
+"""The build backend in _build/: Cython (within the tested range) is asked for exactly when the
+extensions are built, with pip to download simdjson's sources unless the builder names a folder
+of them; the pysimdjson sdist is checked by sha256; every missing input fails with the one
+message; and a pure build is chosen by the switch, the config setting, or an interpreter that
+is not CPython. (Skipped where the tests run without the source tree, as in a wheel's own test
+run.)"""
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import os
+import subprocess
 import sys
+import tarfile
 import types
 from pathlib import Path
 
@@ -21,6 +27,7 @@ if not BACKEND.is_file():
 def backend(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     pytest.importorskip("setuptools", reason="the build backend wraps setuptools")
     monkeypatch.delenv("LLAMAFAST_NO_EXTENSIONS", raising=False)
+    monkeypatch.delenv("LLAMAFAST_SIMDJSON_DIR", raising=False)
     spec = importlib.util.spec_from_file_location("llamafast_backend_under_test", BACKEND)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -28,17 +35,153 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return module
 
 
-def names(requirements: list[str]) -> list[str]:
-    return sorted(r.split("==")[0] for r in requirements)
+def test_an_accelerated_build_asks_for_cython_in_range_and_pip(backend: types.ModuleType) -> None:
+    # pip downloads the pysimdjson sdist; no pysimdjson package is installed for the build.
+    assert backend.extension_requires(None) == ["Cython>=3.1.0,<=3.3.1", "pip"]
 
 
-def test_an_accelerated_build_asks_for_cython_and_pysimdjson_pinned_exactly(
-    backend: types.ModuleType,
+def test_a_named_simdjson_folder_needs_no_download(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    wanted = backend.extension_requires(None)
-    assert names(wanted) == ["Cython", "pysimdjson"]
-    assert all(r.count("==") == 1 and r.split("==")[1][0].isdigit() for r in wanted)
-    assert "pysimdjson==7.0.2" in wanted
+    assert backend.extension_requires({"simdjson-dir": str(tmp_path)}) == ["Cython>=3.1.0,<=3.3.1"]
+    monkeypatch.setenv("LLAMAFAST_SIMDJSON_DIR", str(tmp_path))
+    assert backend.extension_requires(None) == ["Cython>=3.1.0,<=3.3.1"]
+    # The setting wins over the variable.
+    assert backend.named_simdjson_dir({"simdjson-dir": "/x"}) == "/x"
+
+
+@pytest.mark.parametrize("version", ["3.1.0", "3.2.4", "3.3.1"])
+def test_cython_in_the_tested_range_is_accepted(backend: types.ModuleType, version: str) -> None:
+    backend.check_cython(version)
+
+
+# The one message every missing input gives, after the part that names what is missing.
+TAIL = (
+    ". They need Cython>=3.1.0,<=3.3.1 and simdjson's sources (simdjson.h and simdjson.cpp), "
+    "which the build takes from the pysimdjson==7.0.2 sdist (downloaded with pip, checked by "
+    "sha256) or from a folder named by `-C simdjson-dir=DIR` or LLAMAFAST_SIMDJSON_DIR=DIR "
+    "holding them or that sdist; for the pure-Python build instead, set "
+    "LLAMAFAST_NO_EXTENSIONS=1 or pass `-C pure-python=true` to pip"
+)
+HEAD = "error: llamafast's extensions cannot be built: "
+
+
+def failure(call: object, *args: object) -> str:
+    with pytest.raises(SystemExit) as caught:
+        call(*args)  # type: ignore[operator]
+    message = str(caught.value.code)
+    assert message.startswith(HEAD) and message.endswith(TAIL), message
+    return message[len(HEAD) : -len(TAIL)]
+
+
+@pytest.mark.parametrize(
+    ("version", "what"),
+    [
+        (None, "Cython is not installed"),
+        ("3.0.12", "Cython 3.0.12 is installed, outside the tested range"),
+        ("3.4.0", "Cython 3.4.0 is installed, outside the tested range"),
+        ("3.4.0a1", "Cython 3.4.0a1 is installed, outside the tested range"),
+    ],
+)
+def test_cython_missing_or_out_of_range_is_the_one_message(
+    backend: types.ModuleType, version: str | None, what: str
+) -> None:
+    assert failure(backend.check_cython, version) == what
+
+
+def test_a_named_folder_with_the_sources_is_used(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("simdjson.h", "simdjson.cpp"):
+        (tmp_path / name).write_text("// " + name)
+    monkeypatch.setenv("LLAMAFAST_SIMDJSON_DIR", str(tmp_path))
+    assert backend.simdjson_sources(tmp_path / "cache") == tmp_path.resolve()
+
+
+def test_a_named_folder_without_them_is_the_one_message(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "simdjson.h").write_text("// only the header")
+    monkeypatch.setenv("LLAMAFAST_SIMDJSON_DIR", str(tmp_path))
+    what = failure(backend.simdjson_sources, tmp_path / "cache")
+    assert str(tmp_path.resolve()) in what and "LLAMAFAST_SIMDJSON_DIR" in what
+    assert "pysimdjson-7.0.2.tar.gz" in what
+
+
+def fake_sdist(path: Path) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name in ("simdjson.h", "simdjson.cpp"):
+            data = b"// not simdjson"
+            info = tarfile.TarInfo(f"pysimdjson-7.0.2/simdjson/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_sdist_with_other_bytes_is_refused(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_sdist(tmp_path / "pysimdjson-7.0.2.tar.gz")
+    monkeypatch.setenv("LLAMAFAST_SIMDJSON_DIR", str(tmp_path))
+    what = failure(backend.simdjson_sources, tmp_path / "cache")
+    assert "not the pinned 44cf276e48912a3b9c7ca362c14da8420a7ac15a9f1a16ec95becff86db3904a" in what
+    assert not (tmp_path / "_llamafast_simdjson").exists()
+
+
+def test_an_sdist_with_the_pinned_hash_gives_its_two_files(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The extraction itself, on a stand-in whose hash is made the pinned one for this test.
+    sdist = fake_sdist(tmp_path / "pysimdjson-7.0.2.tar.gz")
+    monkeypatch.setattr(backend, "PYSIMDJSON_SHA256", backend._sha256(sdist))
+    monkeypatch.setenv("LLAMAFAST_SIMDJSON_DIR", str(tmp_path))
+    got = backend.simdjson_sources(tmp_path / "cache")
+    assert sorted(p.name for p in got.iterdir()) == ["simdjson.cpp", "simdjson.h"]
+    assert (got / "simdjson.h").read_text() == "// not simdjson"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in for python is a shell script")
+def test_a_failed_download_is_the_one_message(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip, offline: its last line of error is quoted.
+    pip = tmp_path / "python"
+    pip.write_text("#!/bin/sh\necho 'ERROR: No matching distribution found' >&2\nexit 1\n")
+    pip.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(pip))
+    what = failure(backend.simdjson_sources, tmp_path / "cache")
+    assert what == (
+        "pip could not download the pysimdjson==7.0.2 sdist (ERROR: No matching distribution found)"
+    )
+
+
+def test_sources_extracted_by_an_earlier_build_are_reused(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "simdjson").mkdir()
+    for name in ("simdjson.h", "simdjson.cpp"):
+        (tmp_path / "simdjson" / name).write_text("// " + name)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")  # no download is tried
+    assert backend.simdjson_sources(tmp_path) == tmp_path / "simdjson"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("Cython") is not None, reason="Cython is installed here"
+)
+@pytest.mark.skipif(
+    not (BACKEND.parent.parent / "setup.py").is_file(), reason="no setup.py beside tests/"
+)
+def test_setup_py_without_cython_is_the_one_message() -> None:
+    run = subprocess.run(
+        [sys.executable, "setup.py", "--name"],
+        cwd=BACKEND.parent.parent,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LLAMAFAST_NO_EXTENSIONS": "0"},
+        check=False,
+    )
+    assert run.returncode != 0
+    assert f"{HEAD}Cython is not installed{TAIL}" in run.stderr
 
 
 @pytest.mark.parametrize("value", ["true", "1", "", None, ["yes"]])
@@ -87,4 +230,4 @@ def test_the_dev_extra_pins_what_the_backend_pins(backend: types.ModuleType) -> 
 
     pyproject = tomllib.loads((BACKEND.parent.parent / "pyproject.toml").read_text("utf-8"))
     dev = pyproject["project"]["optional-dependencies"]["dev"]
-    assert set(backend.extension_requires(None)) <= set(dev)
+    assert f"Cython=={backend.CYTHON_PINNED}" in dev

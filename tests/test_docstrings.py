@@ -28,7 +28,7 @@ import llamafast.pure
 from llamafast import Config, InferConfig, Limits, _twins
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "src" / "llamafast"
+PACKAGE = Path(llamafast.__file__).resolve().parent  # the installed package's .py files
 
 PUBLIC = sorted(
     {(mod.__name__, name) for mod in (llamafast, llamafast.pure) for name in mod.__all__}
@@ -136,6 +136,9 @@ OUTSIDE = re.compile(
 BEING_EDITED: set[str] = set()
 
 
+@pytest.mark.skipif(
+    not (ROOT / "src").is_dir(), reason="no source tree here (no src/ beside tests/)"
+)
 def test_no_comment_cites_a_document_outside_the_repository() -> None:
     found = []
     for top in ("src", "tests", "bench", "fuzz"):

@@ -23,6 +23,8 @@ import pytest
 from _server import ReplayServer, Reply
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+if not README.is_file():
+    pytest.skip("no README.md beside tests/ (not a source tree)", allow_module_level=True)
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->")
 URL_LINE = re.compile(r'^url = ".*"$', re.M)
 
