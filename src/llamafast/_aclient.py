@@ -160,10 +160,9 @@ class AsyncClient:
         client; one when the server does not say)."""
         core = self._core
         if core.slot_count is None:
+            ask = CallCore(core, "GET", "/slots", None, MAX_SLOTS_BODY)
             try:
-                status, parts = await self._call(
-                    CallCore(core, "GET", "/slots", None, MAX_SLOTS_BODY)
-                )
+                status, parts = await self._call(ask)
                 if status == 200:
                     core.slot_count = len(read_slots(text_of(parts)))
             except (OSError, InferError):
