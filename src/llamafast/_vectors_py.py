@@ -140,7 +140,7 @@ class Vectors:
             raise embedding_error(E_EMPTY, text, 0, 0, body)
         if self._bytes is None:
             self._dim = got
-            self._rows = array("f", bytes(4 * got * self.n))
+            self._rows = array("f", [0.0]) * (got * self.n)  # exactly that size
             self._bytes = memoryview(self._rows).cast("B")
         elif got != self._dim:
             raise embedding_error(E_LENGTH, text, got, self._dim, body)
