@@ -43,9 +43,7 @@ def vectors(draw: Any, dim: int) -> Any:
     if kind == "raw":
         return draw(st.text(alphabet=B64_CHARS, max_size=16))
     return draw(
-        st.one_of(
-            st.none(), INT64, st.dictionaries(st.text(max_size=2), st.none(), max_size=1)
-        )
+        st.one_of(st.none(), INT64, st.dictionaries(st.text(max_size=2), st.none(), max_size=1))
     )
 
 

@@ -61,6 +61,7 @@ def test_numbers_answer_keeps_no_float(impl: Any) -> None:
         return v.finish()
 
     e, held, peak = traced(run)
+    assert e.shape == (N // 4, DIM)
     floats = 4 * VALUES // 4
     assert held <= floats + (64 << 10)
     if impl.IMPLEMENTATION == "cython":
