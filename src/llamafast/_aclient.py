@@ -134,7 +134,8 @@ class AsyncClient:
 
         width = await self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
         await async_run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
-        return vectors.finish()
+        result: Embeddings = vectors.finish()
+        return result
 
     async def rerank(
         self,

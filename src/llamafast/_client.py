@@ -127,7 +127,8 @@ class Client:
 
         width = self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
         run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
-        return vectors.finish()
+        result: Embeddings = vectors.finish()
+        return result
 
     def rerank(
         self,

@@ -1003,7 +1003,7 @@ class CallCore(RequestCore):
         self.limits = core.limits if limits is None else limits
         self.method = method
         self.path = path
-        self.body = body
+        self.payload = body
         self.limit = limit
         self.attempt = 0
         self.deadline = 0.0
@@ -1033,7 +1033,7 @@ class CallCore(RequestCore):
         clock = core.clock
         what = f"{self.method} {core.target.prefix}{self.path}"
         conn = yield Connect(
-            core.request(self.method, self.path, self.body), clock() + limits.connect_timeout
+            core.request(self.method, self.path, self.payload), clock() + limits.connect_timeout
         )
         try:
             if not (
