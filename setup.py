@@ -58,6 +58,13 @@ def extensions():
         ),
         "_chat_c": Extension("llamafast._chat_c", ["src/llamafast/_chat_c.pyx"]),
         "_http_c": Extension("llamafast._http_c", ["src/llamafast/_http_c.pyx"]),
+        "_vectors_c": Extension(
+            "llamafast._vectors_c",
+            ["src/llamafast/_vectors_c.pyx", str(sj / "simdjson.cpp")],
+            include_dirs=[str(sj)],
+            language="c++",
+            extra_compile_args=cflags,
+        ),
     }
     present = [ext for name, ext in defined.items() if (PKG / f"{name}.pyx").exists()]
     from Cython.Build import cythonize

@@ -14,7 +14,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c")
+EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c", "_vectors_c")
 REQUIRED = (
     "llamafast/__init__.py",
     "llamafast/py.typed",

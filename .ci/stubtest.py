@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STEMS = ("_sse", "_assemble", "_chat", "_http")
+STEMS = ("_sse", "_assemble", "_chat", "_http", "_vectors")
 
 
 def stubtest(modules: list[str], allowlist: Path, mypypath: str | None = None) -> int:

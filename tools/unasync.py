@@ -38,6 +38,15 @@ PHRASES = [
     ("    # Cancelling closes the connection;", "    # An interrupt closes the connection;"),
     ("import asyncio\n", ""),
     (
+        "    _parallel: ClassVar[bool] = True  # the requests of one embed call run side by side",
+        "    _parallel: ClassVar[bool] = False  # the requests of one embed call: one at a time",
+    ),
+    (
+        "`limits.embed_batch` texts, as many at a time as the server has slots, each asking",
+        "`limits.embed_batch` texts, one after the other (AsyncClient sends as many at a\n"
+        "        time as the server has slots), each asking",
+    ),
+    (
         """
 
         The asyncio client awaits what `on_event` returns when it is awaitable, and when it is
@@ -62,6 +71,7 @@ TOKENS = [
     (r"\bAsyncConnection\b", "SyncConnection"),
     (r"\bAsyncTurns\b", "Turns"),
     (r"\basync_sleep_until\b", "sleep_until"),
+    (r"\basync_run_all\b", "run_all"),
     (r"\basync_deliver\b", "deliver"),
     (r"\basyncio\.CancelledError\b", "KeyboardInterrupt"),
     (r"`with` / `async with`", "`with`"),

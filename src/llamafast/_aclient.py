@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import ssl
 import threading
 import weakref
@@ -26,9 +27,14 @@ from typing import Any, ClassVar, TypeVar
 from . import _transport
 from ._body import build_body
 from ._client_core import (
+    EMBED_PATH,
+    MAX_SLOTS_BODY,
+    RERANK_PATH,
+    CallCore,
     Close,
     Connect,
     Core,
+    EmbedPlan,
     Emit,
     Phase,
     Receive,
@@ -37,13 +43,27 @@ from ._client_core import (
     Sleep,
     StreamState,
     WaitTurn,
+    not_served,
+    read_ranked,
+    read_slots,
+    rerank_body,
+    text_of,
 )
 from ._config import Config, Limits
 from ._deliver import async_deliver
-from ._errors import StreamClosedEarlyError
+from ._errors import InferError, StreamClosedEarlyError
 from ._messages import chat_request
-from ._transport import SELECTED, Engine, async_sleep_until
-from ._values import ChatEvent, ChatMessage, ChatRequest, Completion, ModelInfo, ServerProps
+from ._transport import SELECTED, Engine, async_run_all, async_sleep_until
+from ._values import (
+    ChatEvent,
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    Embeddings,
+    ModelInfo,
+    Ranked,
+    ServerProps,
+)
 
 T = TypeVar("T")
 
@@ -73,6 +93,7 @@ class AsyncClient:
     """
 
     _engine: ClassVar[Engine] = SELECTED
+    _parallel: ClassVar[bool] = True  # the requests of one embed call run side by side
 
     def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
         """`ssl_context`: what an https:// server is checked against (else a context trusting
@@ -138,6 +159,68 @@ class AsyncClient:
         async with self.stream(req, limits=limits, **fields) as stream:
             return await async_deliver(stream, on_event)
 
+    async def embed(
+        self, texts: Sequence[str], *, model: str | None = None, limits: Limits | None = None
+    ) -> Embeddings:
+        """The embedding of each of `texts`, in order, as one float32 buffer (`Embeddings`).
+
+        POST /v1/embeddings (llama-server started with `--embeddings`) in batches of
+        `limits.embed_batch` texts, as many at a time as the server has slots, each asking
+        for base64 float32, decoded straight into the one buffer (a server that answers
+        lists of numbers is read too). A vector of the wrong length, a value that is not
+        finite, an index missing or repeated: ProtocolError naming the text. A server that
+        does not serve embeddings: HttpError saying to start it with `--embeddings`.
+        `model`: the `model` field (InferConfig.model when None); `limits`: this call's."""
+        plan = EmbedPlan(self._core, texts, model, limits)
+        vectors = self._engine.Vectors(plan.n)
+
+        async def batch(first: int, count: int) -> None:
+            call = CallCore(
+                self._core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
+            )
+            status, parts = await self._call(call.phases())
+            if status != 200:
+                raise not_served(status, parts, "--embeddings", "embeddings")
+            vectors.add(parts, first, count)
+
+        width = await self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
+        await async_run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
+        result: Embeddings = vectors.finish()
+        return result
+
+    async def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        top_n: int | None = None,
+        model: str | None = None,
+    ) -> tuple[Ranked, ...]:
+        """The `documents` ranked against `query` by the server (`POST /rerank`, llama-server
+        started with `--reranking` and a reranker model): `Ranked(index, score)` in the
+        server's order, the best first; `top_n`: at most that many. An index that is not
+        one of the documents or comes twice, a score that is not a finite number:
+        ProtocolError; a server that does not rerank: HttpError saying so."""
+        body, count = rerank_body(self._core, query, documents, top_n, model)
+        status, parts = await self._call(CallCore(self._core, "POST", RERANK_PATH, body).phases())
+        if status != 200:
+            raise not_served(status, parts, "--reranking", "reranking")
+        return read_ranked(b"".join(parts), count, top_n)
+
+    async def _width(self, plan: EmbedPlan) -> int:
+        """Requests of one call at once: the server's slot count (GET /slots, once per
+        client; one when the server does not say)."""
+        core = self._core
+        if core.slot_count is None:
+            ask = CallCore(core, "GET", "/slots", None, MAX_SLOTS_BODY)
+            try:
+                status, parts = await self._call(ask.phases())
+                if status == 200:
+                    core.slot_count = len(read_slots(text_of(parts)))
+            except (OSError, InferError):
+                pass
+        return plan.width(core.slot_count)
+
     async def props(self) -> ServerProps:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
@@ -199,6 +282,7 @@ class AsyncClient:
                         cmd.conn.close()
                     elif kind is Sleep:
                         await async_sleep_until(cmd.until)
+                    # Emit (Retrying, Waiting): these calls hand out no events
                 except OSError as err:
                     failure = err
         finally:

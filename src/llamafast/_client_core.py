@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import random
 import socket
 import ssl
@@ -54,6 +55,7 @@ from ._values import (
     Completion,
     ModelInfo,
     Queued,
+    Ranked,
     Retrying,
     ServerProps,
     ThinkingCapped,
@@ -63,11 +65,15 @@ from ._values import (
 __all__ = [
     "CHAT_PATH",
     "CONTROL_PATH",
+    "EMBED_PATH",
     "MAX_ERROR_BODY",
     "MAX_SLOTS_BODY",
+    "RERANK_PATH",
+    "CallCore",
     "Close",
     "Connect",
     "Core",
+    "EmbedPlan",
     "Emit",
     "Receive",
     "RequestCore",
@@ -76,9 +82,13 @@ __all__ = [
     "StreamState",
     "Target",
     "WaitTurn",
+    "not_served",
     "read_models",
     "read_props",
+    "read_ranked",
     "request_bytes",
+    "rerank_body",
+    "text_of",
 ]
 
 # One DEBUG line per request, wait, retry and thinking cap (docs/client.md, rule LOG): the
@@ -95,6 +105,10 @@ POLL_MAX_S = 1.0  # /health is polled at least this often while a model loads
 MAX_ERROR_BODY = 1 << 16  # bytes of an error answer (or /health, control) kept
 # /slots grows with the slot count (about 1.3 KB a slot in llama-server's shape): its own limit.
 MAX_SLOTS_BODY = 1 << 26
+EMBED_PATH = "/v1/embeddings"
+RERANK_PATH = "/rerank"
+# An embeddings answer holds every vector of a batch (64 x 4,096 float32 in base64: 1.4 MB).
+MAX_VECTORS_BODY = 1 << 31
 
 
 # --- the commands ------------------------------------------------------------------------------
@@ -1146,3 +1160,239 @@ class ServerCall(RequestCore):
 def _check_name(model: Any) -> None:
     if not isinstance(model, str) or not model:
         raise ValueError(f"a model id must be a non-empty string, not {cut(model)}")
+
+
+# --- embeddings and rerank: one JSON request, its whole answer ------------------------------------
+
+
+def _texts(texts: Any, what: str) -> list[str]:
+    """`texts` as a list of str: a sequence of str, not one str, not empty."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{what} must be a sequence of str, not one {type(texts).__name__}")
+    try:
+        items = list(texts)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of str, not {type(texts).__name__}") from None
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be a str, not {type(text).__name__}")
+    if not items:
+        raise ValueError(f"{what} is empty: there is nothing to send")
+    return items
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def text_of(parts: list[bytes]) -> str:
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def not_served(status: int, parts: list[bytes], flag: str, what: str) -> HttpError:
+    """The error for a non-200 answer to an embeddings or rerank request; llama-server started
+    without the flag that serves it answers 501 (an older one 404), and the error says so."""
+    err = HttpError(status, text_of(parts))
+    if status in (501, 404):
+        said = err.message or cut(err.body)
+        err.message = f"the server does not serve {what}: start llama-server with {flag} ({said})"
+    return err
+
+
+class EmbedPlan:
+    """The requests of one `embed` call: the texts in batches of `embed_batch`, in order, each
+    asking for base64 (`encoding_format`), and how many may run at once."""
+
+    def __init__(self, core: Core, texts: Any, model: str | None, limits: Limits | None) -> None:
+        items = _texts(texts, "texts")
+        if model is not None and not isinstance(model, str):
+            raise TypeError(f"model must be a str or None, not {type(model).__name__}")
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+        self.limits = core.limits if limits is None else limits
+        self.model = core.cfg.infer.model if model is None else model
+        self.texts = items
+        self.n = len(items)
+        size = self.limits.embed_batch
+        self.batches = [(i, min(size, self.n - i)) for i in range(0, self.n, size)]
+
+    def body(self, first: int, count: int) -> bytes:
+        return _json(
+            {
+                "input": self.texts[first : first + count],
+                "model": self.model,
+                "encoding_format": "base64",
+            }
+        )
+
+    def width(self, slots: int | None) -> int:
+        """Requests at once: one per server slot (one when the slot count is unknown)."""
+        return max(1, min(slots or 1, len(self.batches)))
+
+
+def rerank_body(
+    core: Core, query: Any, documents: Any, top_n: int | None, model: str | None
+) -> tuple[bytes, int]:
+    """The body of a rerank request and the number of documents."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a str, not {type(query).__name__}")
+    docs = _texts(documents, "documents")
+    if top_n is not None and (type(top_n) is not int or top_n < 1):
+        raise ValueError(f"top_n must be a positive int or None, not {top_n!r}")
+    if model is not None and not isinstance(model, str):
+        raise TypeError(f"model must be a str or None, not {type(model).__name__}")
+    body: dict[str, Any] = {
+        "model": core.cfg.infer.model if model is None else model,
+        "query": query,
+        "documents": docs,
+    }
+    if top_n is not None:
+        body["top_n"] = top_n
+    return _json(body), len(docs)
+
+
+def read_ranked(text: bytes, count: int, top_n: int | None) -> tuple[Ranked, ...]:
+    """The 200 answer of /rerank as Ranked, in the server's order. Each result needs an int
+    `index` among the `count` documents, not repeated, and a finite number
+    `relevance_score`; at most `top_n` of them (every document when it is None)."""
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise ProtocolError(f"the rerank answer is not valid JSON: {cut(text)}") from None
+    results = doc.get("results") if isinstance(doc, dict) else None
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise ProtocolError(f"the rerank answer has no `results` list of objects: {cut(text)}")
+    want = count if top_n is None else min(top_n, count)
+    if len(results) > want:
+        raise ProtocolError(f"the rerank answer has {len(results)} results for {want} wanted")
+    seen: set[int] = set()
+    ranked = []
+    for pos, r in enumerate(results):
+        index = r.get("index")
+        score = r.get("relevance_score")
+        if type(index) is not int or not 0 <= index < count:
+            raise ProtocolError(
+                f"rerank result {pos} has index {cut(index)}: not one of the {count} documents"
+            )
+        if index in seen:
+            raise ProtocolError(f"rerank result {pos} repeats document {index}")
+        if type(score) not in (int, float) or not math.isfinite(score):
+            raise ProtocolError(
+                f"rerank result {pos} (document {index}) has a score that is not a finite "
+                f"number: {cut(score)}"
+            )
+        seen.add(index)
+        ranked.append(Ranked(index, float(score)))
+    if top_n is None and len(ranked) < count:
+        missing = min(set(range(count)) - seen)
+        raise ProtocolError(f"the rerank answer has no result for document {missing}")
+    return tuple(ranked)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class CallCore(RequestCore):
+    """One request whose answer is read whole (embeddings, rerank, props), under the rules of
+    the first byte (`RequestCore`: retries of a refused connection or a 503, the wait for a
+    model load). The first byte may take `wait_timeout` (the server computes the whole answer
+    before it sends any), the rest of the answer `stall_timeout` after it."""
+
+    def __init__(
+        self,
+        core: Core,
+        method: str,
+        path: str,
+        body: bytes | None,
+        limit: int = MAX_VECTORS_BODY,
+        limits: Limits | None = None,
+    ) -> None:
+        self.core = core
+        self.limits = core.limits if limits is None else limits
+        self.method = method
+        self.path = path
+        self.payload = body
+        self.limit = limit
+        self.attempt = 0
+        self.deadline = 0.0
+        self.load_deadline: float | None = None
+        self.closed = False
+
+    def phases(self) -> Phase[tuple[int, list[bytes]]]:  # type: ignore[override]
+        """(status, the body's pieces) for any answer but a 503."""
+        while True:
+            try:
+                status, parts = yield from self._exchange()
+            except OSError as err:
+                yield from self._retry(err)
+                continue
+            if status == 503:
+                text = b"".join(parts).decode("utf-8", "replace")
+                if is_loading(status, text):
+                    yield from self._wait_loaded()
+                else:
+                    yield from self._retry(HttpError(status, text))
+                continue
+            return status, parts
+
+    def _exchange(self) -> Phase[tuple[int, list[bytes]]]:
+        core = self.core
+        limits = self.limits
+        clock = core.clock
+        what = f"{self.method} {core.target.prefix}{self.path}"
+        conn = yield Connect(
+            core.request(self.method, self.path, self.payload), clock() + limits.connect_timeout
+        )
+        try:
+            if not (
+                yield from self._receive_until(conn, _answered, clock() + limits.wait_timeout, what)
+            ):
+                raise WaitTimeoutError(limits.wait_timeout)
+            rest = clock() + limits.stall_timeout
+            if not (yield from self._receive_until(conn, _head_done, rest, what)):
+                raise StalledError(limits.stall_timeout)
+            parts = yield from self._read_parts(conn, self.limit, rest, what)
+        except Exception:
+            yield Close(conn)
+            raise
+        yield Close(conn)
+        return conn.parser.status, parts
+
+    def _read_parts(self, conn: Any, limit: int, until: float, what: str) -> Phase[list[bytes]]:
+        """The answer's body as the pieces that came; more than `limit` bytes is ProtocolError;
+        not done by `until`, StalledError."""
+        clock = self.core.clock
+        parser = conn.parser
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            early = conn.early
+            if early:
+                conn.early = []
+                parts += early
+                size += sum(len(p) for p in early)
+                if size > limit:
+                    raise ProtocolError(f"the answer to {what} is longer than {limit} bytes")
+            if parser.done:
+                return parts
+            err = conn.error
+            if isinstance(err, HttpParseError):
+                raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+            if err is not None:
+                raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
+            if conn.eof:
+                try:
+                    parser.eof()
+                except (HttpParseError, TruncatedError) as cut_short:
+                    raise ProtocolError(
+                        f"the answer to {what} ended before its body did: {cut_short!r}"
+                    ) from cut_short
+                if conn.early:
+                    continue
+                return parts
+            if clock() >= until:
+                raise StalledError(
+                    self.limits.stall_timeout, f"the answer to {what} did not finish in time"
+                )
+            yield Receive(conn, until)

@@ -264,6 +264,14 @@ class Limits:
         doc="seconds without a first byte before /slots is asked (docs/client.md, rule SLOTS)",
     )
 
+    embed_batch: int = _r(
+        64,
+        1,
+        1 << 20,
+        doc="texts per embeddings request; an `embed` call of more sends several, in order "
+        "(as many at a time as the server has slots)",
+    )
+
     def __post_init__(self) -> None:
         _check(self, "limits")
         if self.thinking_hard_cap and self.thinking_hard_cap < self.thinking_budget:

@@ -40,6 +40,7 @@ __all__ = [
     "assembler_busy_error",
     "busy_error",
     "cut",
+    "embedding_error",
     "http_error",
     "uninitialised_error",
 ]
@@ -365,3 +366,58 @@ def uninitialised_error(obj: object) -> RuntimeError:
         f"this {name} was never initialised: {name}.__init__ did not run (a subclass's "
         "__init__ must call super().__init__())"
     )
+
+
+# The faults of an embeddings answer, as codes, so both twins of the decoder (_vectors_py.py,
+# _vectors_c.pyx) raise the same ProtocolError with the same words. `item` is the number of the
+# caller's text the faulty vector stands for (its place among the texts of the whole call).
+E_NOT_JSON = 1
+E_NOT_LIST = 2
+E_MISSING = 3
+E_EXTRA = 4
+E_NO_EMBEDDING = 5
+E_NOT_NUMBER = 6
+E_BASE64 = 7
+E_PARTIAL = 8
+E_EMPTY = 9
+E_LENGTH = 10
+E_NOT_FINITE = 11
+E_BAD_INDEX = 12
+E_REPEATED = 13
+
+
+def embedding_error(code: int, item: int, got: int, want: int, body: bytes) -> ProtocolError:
+    """The ProtocolError for fault `code` of an embeddings answer (`body`, shown only when the
+    fault is its shape)."""
+    if code == E_NOT_JSON:
+        text = f"the embeddings answer is not valid JSON: {cut(body)}"
+    elif code == E_NOT_LIST:
+        text = f"the embeddings answer has no `data` list of objects: {cut(body)}"
+    elif code == E_MISSING:
+        text = f"the embeddings answer has no vector for text {item}"
+    elif code == E_EXTRA:
+        text = f"the embeddings answer has more vectors than its {want} texts (a vector {item})"
+    elif code == E_NO_EMBEDDING:
+        text = f"the vector for text {item} is neither a base64 string nor a list of numbers"
+    elif code == E_NOT_NUMBER:
+        text = f"the vector for text {item} holds a value that is not a number (at {got})"
+    elif code == E_BASE64:
+        text = f"the vector for text {item} is not valid base64"
+    elif code == E_PARTIAL:
+        text = f"the vector for text {item} has {got} bytes, not a whole number of float32"
+    elif code == E_EMPTY:
+        text = f"the vector for text {item} is empty"
+    elif code == E_LENGTH:
+        text = f"the vector for text {item} has {got} values, not {want} like the others"
+    elif code == E_NOT_FINITE:
+        text = f"the vector for text {item} holds a value that is not finite (at {got})"
+    elif code == E_BAD_INDEX:
+        text = (
+            f"the vector for text {item} has an index that is not one of its request's "
+            f"{want} texts (0 to {want - 1})"
+        )
+    elif code == E_REPEATED:
+        text = f"the vector for text {item} repeats index {got} of its request"
+    else:  # pragma: no cover - a code this module does not define
+        raise AssertionError(f"unknown embeddings fault {code}")
+    return ProtocolError(text)

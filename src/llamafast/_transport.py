@@ -32,8 +32,10 @@ __all__ = [
     "AsyncTurns",
     "Engine",
     "Turns",
+    "async_run_all",
     "async_sleep_until",
     "client_ssl_context",
+    "run_all",
     "sleep_until",
     "ssl_context",
 ]
@@ -328,6 +330,35 @@ class _AsyncIO:
             transport.abort()  # at once: the server sees the close and frees the slot
 
 
+# --- running several requests of one call -------------------------------------------------------
+
+
+async def async_run_all(calls: list[Any], width: int) -> None:
+    """Await every `call()` (a coroutine function), at most `width` at a time; the first
+    failure cancels the rest and is raised."""
+    pending = list(reversed(calls))
+
+    async def lane() -> None:
+        while pending:
+            await pending.pop()()
+
+    lanes = [asyncio.ensure_future(lane()) for _ in range(max(1, min(width, len(calls))))]
+    try:
+        await asyncio.gather(*lanes)
+    except BaseException:
+        for task in lanes:
+            task.cancel()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        raise
+
+
+def run_all(calls: list[Any], width: int) -> None:
+    """The sync client's: every `call()` in turn, one at a time (`width` is the async
+    client's; a blocking client sends the next request when the last has been read)."""
+    for call in calls:
+        call()
+
+
 # --- the engines: each twin's Sink and connections ---------------------------------------------
 
 
@@ -344,6 +375,7 @@ def _engine(twin: _twins.Twin) -> SimpleNamespace:
     return SimpleNamespace(
         IMPLEMENTATION=name,
         Sink=twin.Sink,
+        Vectors=twin.Vectors,
         ResponseParser=parser,
         SyncConnection=sync_cls,
         AsyncConnection=async_cls,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 from ._compat import NO_EXTENSIONS, USE_EXTENSIONS
 
 if TYPE_CHECKING:
-    from . import _assemble_py, _chat_py, _http_py, _sse_py
+    from . import _assemble_py, _chat_py, _http_py, _sse_py, _vectors_py
 
 __all__ = ["CYTHON", "CYTHON_MISSING", "PUBLIC", "PURE", "SELECTED", "STEMS", "Twin"]
 
@@ -35,6 +35,7 @@ STEMS: Final[dict[str, str]] = {
     "ResponseParser": "_http",
     "Receiver": "_http",
     "Sink": "_chat",
+    "Vectors": "_vectors",
 }
 """Every twinned name, and the stem of the module pair that defines it."""
 
@@ -71,6 +72,7 @@ class Twin:
         ResponseParser: type[_http_py.ResponseParser]
         Receiver: type[_http_py.Receiver]
         Sink: type[_http_py.Sink]
+        Vectors: type[_vectors_py.Vectors]
 
     def __init__(self, implementation: str) -> None:
         """The twin `implementation` ("python" or "cython"); ImportError if it does not

@@ -25,12 +25,14 @@ __all__ = [
     "Completion",
     "Content",
     "Done",
+    "Embeddings",
     "FinishReason",
     "Image",
     "ModelInfo",
     "Part",
     "Progress",
     "Queued",
+    "Ranked",
     "Reasoning",
     "Retrying",
     "ServerProps",
@@ -455,6 +457,140 @@ ChatEvent: TypeAlias = (
     Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
 )
 """Anything a chat stream hands out while the answer arrives; `match` on the kind."""
+
+
+# The vectors of an embeddings request, and the documents a rerank orders.
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One document of a rerank: `index` (its place in the documents sent) and `score` (the
+    server's relevance score)."""
+
+    index: int
+    score: float
+
+
+class Embeddings:
+    """The vectors of one `embed` call: `n` rows of `dim` float32 values in one buffer, in the
+    order of the texts. No Python object per value: the buffer protocol (Python 3.12 and later:
+    `memoryview(e)`; on every version `e.view`) gives a read-only 2-D view of shape
+    `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()` builds the floats
+    when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row `i`. `model` and
+    `usage` are as the server sent them. Equal when shape, values, model and usage are."""
+
+    __slots__ = ("_flat", "_view", "dim", "model", "n", "usage")
+
+    n: int
+    dim: int
+    model: str | None
+    usage: Usage | None
+    _view: memoryview
+    _flat: memoryview
+
+    def __init__(
+        self,
+        data: Any,
+        n: int,
+        dim: int,
+        *,
+        model: str | None = None,
+        usage: Usage | None = None,
+    ) -> None:
+        """Wrap `data`, a C-contiguous buffer of exactly `n * dim` float32 values (native byte
+        order), without copying it."""
+        raw = memoryview(data).cast("B")
+        if n < 1 or dim < 1:
+            raise ValueError(f"Embeddings needs at least one row and one value, not {n}x{dim}")
+        if len(raw) != n * dim * 4:
+            raise ValueError(
+                f"Embeddings of {n}x{dim} float32 needs {n * dim * 4} bytes, not {len(raw)}"
+            )
+        set_ = object.__setattr__
+        flat = raw.cast("f").toreadonly()
+        set_(self, "_flat", flat)
+        set_(self, "_view", raw.cast("f", (n, dim)).toreadonly())
+        set_(self, "n", n)
+        set_(self, "dim", dim)
+        set_(self, "model", model)
+        set_(self, "usage", usage)
+
+    @property
+    def view(self) -> memoryview:
+        """The read-only 2-D view: shape `(n, dim)`, format `f`."""
+        return self._view
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.dim)
+
+    def __buffer__(self, flags: int) -> memoryview:
+        return self._view
+
+    def __release_buffer__(self, view: memoryview) -> None:
+        pass  # the view is the instance's own, shared by every export
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> memoryview:
+        """Row `i` (negative counts from the end): a 1-D float32 view, no copy."""
+        if not isinstance(i, int):
+            raise TypeError(f"Embeddings rows are indexed by int, not {type(i).__name__}")
+        if not -self.n <= i < self.n:
+            raise IndexError(f"row {i} is outside the {self.n} rows")
+        i %= self.n
+        return self._flat[i * self.dim : (i + 1) * self.dim]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(self.n))
+
+    def to_numpy(self) -> Any:
+        """A read-only numpy float32 array of shape `(n, dim)` over the same memory (no copy);
+        ImportError if numpy is not installed (llamafast never needs it)."""
+        import numpy
+
+        return numpy.asarray(self._view)
+
+    def tolist(self) -> list[list[float]]:
+        """The values as a list of lists of float (this does make a float per value)."""
+        return self._view.tolist()  # type: ignore[return-value]
+
+    def tobytes(self) -> bytes:
+        """The rows' float32 bytes, row after row, in native byte order."""
+        return self._view.tobytes()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Embeddings):
+            return NotImplemented
+        return (
+            self.n == other.n
+            and self.dim == other.dim
+            and self.model == other.model
+            and self.usage == other.usage
+            and self._view.cast("B") == other._view.cast("B")
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.n, self.dim, self.model, self.usage, self._view.tobytes()))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        _refuse_setattr(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        _refuse_delattr(self, name)
+
+    def __reduce__(self) -> Any:
+        return (_embeddings, (self.tobytes(), self.n, self.dim, self.model, self.usage))
+
+    def __repr__(self) -> str:
+        return f"Embeddings(n={self.n}, dim={self.dim}, model={self.model!r}, usage={self.usage!r})"
+
+
+def _embeddings(
+    data: bytes, n: int, dim: int, model: str | None, usage: Usage | None
+) -> Embeddings:
+    return Embeddings(data, n, dim, model=model, usage=usage)
 
 
 # The SSE reader's items: a data payload as str, or DONE (docs/sse.md, rule DONE).
