@@ -51,7 +51,7 @@ from ._values import (
 __all__ = ["JsonView", "LiveView", "main"]
 
 PROG = "llamafast"
-COMMANDS = ("replay", "chat")
+COMMANDS = ("replay", "chat", "serve")
 API_KEY_VARIABLE = "LLAMA_API_KEY"
 """Where `chat` finds the API key when --api-key is not given: llama-server's own variable."""
 RECORDINGS = "_recordings"
@@ -734,7 +734,8 @@ def parser() -> argparse.ArgumentParser:
         action="version",
         version=f"%(prog)s {llamafast.__version__} ({llamafast.IMPLEMENTATION} implementation)",
     )
-    sub = top.add_subparsers(dest="command", metavar="{replay,chat}")
+    sub = top.add_subparsers(dest="command", metavar="{replay,chat,serve}")
+    sub.add_parser("serve", help="answer as llama-server does, from recordings (no model)")
 
     def display_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -829,6 +830,10 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     if out is sys.stdout and hasattr(out, "reconfigure"):
         out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
     words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["serve"]:  # a server, not a display: its own options (_serve.py)
+        from ._serve import main as serve
+
+        return serve(words[1:])
     if words and words[0] not in (*COMMANDS, "-h", "--help", "--version"):
         unknown = _unknown_command(words[0])
         if unknown is not None:
