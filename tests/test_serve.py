@@ -24,7 +24,7 @@ import llamafast
 import llamafast.pure
 from llamafast import ChatRequest, Config, HttpError, InferConfig, System, Tool, ToolSchema, User
 from llamafast._serve import RecordedServer, completion_id, pick, recording, split
-from test_readme import NOT_RUN, PYTHON, URL_LINE, Block, _config_file
+from test_readme import NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_THINKING = {"enable_thinking": False}
@@ -340,3 +340,38 @@ def test_the_recordings_taken_from_fixtures_are_theirs_byte_for_byte(
     name: str, fixture: str
 ) -> None:
     assert recording(name).raw == (ROOT / "fixtures" / "http" / f"{fixture}.http").read_bytes()
+
+
+def test_the_asyncio_example_needs_the_two_slots_the_readme_says(tmp_path: Path) -> None:
+    (block,) = [b for b in CLIENT_BLOCKS if "AsyncClient(" in b.text]
+    proc, url = serve_process("--slots", "1", "--no-pace")
+    try:
+        (tmp_path / "llamafast.toml").write_text(f'[infer]\nurl = "{url}"\n', encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-c", block.text],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert done.returncode == 1
+    assert "ValueError: slot 1 does not exist: the server has 1 slot" in done.stderr
+    assert "-np 2" in README.read_text(encoding="utf-8")
+
+
+def test_the_command_line_lists_serve_and_hands_it_its_arguments(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llamafast import _serve
+    from llamafast.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "serve" in capsys.readouterr().out
+    seen: list[list[str]] = []
+    monkeypatch.setattr(_serve, "main", lambda argv: seen.append(list(argv)) or 7)
+    assert main(["serve", "--port", "0", "--no-pace"]) == 7
+    assert seen == [["--port", "0", "--no-pace"]]

@@ -84,6 +84,8 @@ POSTS = [
     ("json_schema_nonstream", json_schema(False)),
     ("context_overflow", overflow()),
 ]
+# What the server would count for a request (the same body as `content`), not generating.
+COUNTS = [("input_tokens", content(False))]
 
 
 def free_port() -> int:
@@ -128,9 +130,9 @@ def main() -> int:
                     log.seek(0)
                     sys.exit(log.read().decode("utf-8", "replace")[-3000:])
                 time.sleep(0.2)
-            jobs = [(n, "GET", p, None) for n, p in GETS] + [
-                (n, "POST", "/v1/chat/completions", b) for n, b in POSTS
-            ]
+            jobs = [(n, "GET", p, None) for n, p in GETS]
+            jobs += [(n, "POST", "/v1/chat/completions", b) for n, b in POSTS]
+            jobs += [(n, "POST", "/v1/chat/completions/input_tokens", b) for n, b in COUNTS]
             for name, method, path, req in jobs:
                 body = json.dumps(req, separators=(",", ":")).encode() if req else b""
                 raw, reads = exchange(port, method, path, body)
