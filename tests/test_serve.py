@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import http.client
+import importlib.resources
 import json
 import os
 import select
@@ -23,7 +24,15 @@ import pytest
 import llamafast
 import llamafast.pure
 from llamafast import ChatRequest, Config, HttpError, InferConfig, System, Tool, ToolSchema, User
-from llamafast._serve import RecordedServer, completion_id, pick, recording, split
+from llamafast._serve import (
+    RecordedServer,
+    completion_id,
+    counted,
+    pick,
+    prompt_tokens,
+    recording,
+    split,
+)
 from test_readme import NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,13 +143,43 @@ def test_with_two_slots_each_endpoint_answers_its_recording_byte_for_byte(
         ({}, "reasoning"),
         ({"tools": [{}]}, "../tool_call"),
         ({"stream": False}, "reasoning_nonstream"),
-        ({"messages": [{"role": "user", "content": "word " * 3000}]}, "context_overflow"),
     ],
 )
 def test_a_chat_gets_the_recording_byte_for_byte(
     srv: RecordedServer, fields: dict[str, Any], name: str
 ) -> None:
     assert exchange(srv, "POST", "/v1/chat/completions", chat_body(**fields)) == recording(name).raw
+
+
+def test_a_prompt_over_the_context_is_refused_with_its_own_token_count(
+    srv: RecordedServer,
+) -> None:
+    body = chat_body(messages=[{"role": "user", "content": "word " * 3000}])
+    out = exchange(srv, "POST", "/v1/chat/completions", body)
+    tokens = prompt_tokens(body)
+    assert tokens > 2048
+    assert out == counted(recording("context_overflow").raw, tokens)
+    error = json.loads(split(out)[1])["error"]
+    assert error["n_prompt_tokens"] == tokens and error["n_ctx"] == 2048
+    assert error["message"].startswith(f"request ({tokens} tokens) exceeds")
+    # everything else as recorded: the head (but its length) and the rest of the body
+    assert out.replace(str(tokens).encode(), b"3021") == recording("context_overflow").raw
+
+
+def test_the_token_count_is_the_requests_own(srv: RecordedServer) -> None:
+    path = "/v1/chat/completions/input_tokens"
+    short, long = chat_body(), chat_body(messages=[{"role": "user", "content": "word " * 300}])
+    counts = [json.loads(split(exchange(srv, "POST", path, b))[1]) for b in (short, long)]
+    assert [c["input_tokens"] for c in counts] == [prompt_tokens(short), prompt_tokens(long)]
+    assert counts[0]["input_tokens"] < counts[1]["input_tokens"]
+    assert exchange(srv, "POST", path, json.loads(recording_request("input_tokens"))) == counted(
+        recording("input_tokens").raw, prompt_tokens(json.loads(recording_request("input_tokens")))
+    )
+
+
+def recording_request(name: str) -> bytes:
+    serve = importlib.resources.files(llamafast).joinpath("_recordings", "serve")
+    return serve.joinpath(f"{name}.request.json").read_bytes()
 
 
 def test_a_body_that_is_not_json_gets_the_recorded_400(srv: RecordedServer) -> None:
@@ -375,3 +414,8 @@ def test_the_command_line_lists_serve_and_hands_it_its_arguments(
     monkeypatch.setattr(_serve, "main", lambda argv: seen.append(list(argv)) or 7)
     assert main(["serve", "--port", "0", "--no-pace"]) == 7
     assert seen == [["--port", "0", "--no-pace"]]
+
+
+@pytest.mark.parametrize("messages", [None, [], {"role": "user"}, ["Hi"]])
+def test_odd_messages_still_get_an_answer(messages: Any) -> None:
+    assert pick({"messages": messages, "stream": True}, 2048) == "reasoning"

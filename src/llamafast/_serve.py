@@ -5,7 +5,9 @@ response recorded byte for byte from a real llama-server (`_recordings/serve/`, 
 tools/llama-server/record_serve.py; the tool call is the bundled `tool_call.http`), paced as it was
 recorded. What it keeps of a server is what a client can see: the slots (a request for a busy
 `id_slot` gets no byte until the slot is free, as llama-server does), `/slots` and `/props` for
-the slot count it was started with, and a context size that a long prompt overflows.
+the slot count it was started with, and a context size that a long prompt overflows. The one
+number rewritten in an answer is a prompt's token count (BYTES_PER_TOKEN), in the overflow's
+400 and in `/v1/chat/completions/input_tokens`; `/slots` and `/props` follow `--slots`.
 The pieces a loopback test server needs as well (reading a request, the slot JSON, where the
 slot is freed) are here, once; tests/_server.py imports them.
 """
@@ -182,8 +184,10 @@ def pick(body: dict[str, Any], n_ctx: int) -> str:
     if prompt_tokens(body) > n_ctx:
         return "context_overflow"
     stream = body.get("stream") is True
-    messages = body.get("messages") or [{}]
-    last = messages[-1] if isinstance(messages[-1], dict) else {}
+    messages = body.get("messages")
+    last: dict[str, Any] = {}
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = messages[-1]
     kwargs = body.get("chat_template_kwargs")
     thinking = not isinstance(kwargs, dict) or kwargs.get("enable_thinking", True) is not False
     if body.get("tools") and last.get("role") == "user" and stream:
@@ -265,6 +269,10 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             conn.sendall(self.props)
         elif req.method == "POST" and req.path in ("/v1/chat/completions", "/chat/completions"):
             self.chat(conn, req)
+        elif req.method == "POST" and req.path == "/v1/chat/completions/input_tokens":
+            body = self.parse(conn, req)
+            if body is not None:
+                conn.sendall(counted(recording("input_tokens").raw, prompt_tokens(body)))
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
             try:
                 known = json.loads(req.body).get("id") in self.active
@@ -274,17 +282,24 @@ class RecordedServer(socketserver.ThreadingTCPServer):
         else:
             self.send(conn, recording("unknown_path"))
 
-    def chat(self, conn: socket.socket, req: Request) -> None:
+    def parse(self, conn: socket.socket, req: Request) -> dict[str, Any] | None:
+        """The request's JSON object; None when it is not one (the recorded 400 is sent)."""
         try:
             body = json.loads(req.body)
             if not isinstance(body, dict):
                 raise ValueError(body)
         except ValueError:
             self.send(conn, recording("bad_json"))
+            return None
+        return body
+
+    def chat(self, conn: socket.socket, req: Request) -> None:
+        body = self.parse(conn, req)
+        if body is None:
             return
         rec = recording(pick(body, self.n_ctx))
-        if not rec.raw.startswith(b"HTTP/1.1 200"):
-            self.send(conn, rec)  # refused before any slot is taken
+        if not rec.raw.startswith(b"HTTP/1.1 200"):  # refused before any slot is taken, saying
+            conn.sendall(counted(rec.raw, prompt_tokens(body)))  # how long the prompt is
             return
         wanted = body.get("id_slot")
         slot = self.acquire(wanted if isinstance(wanted, int) and wanted >= 0 else None)
@@ -310,6 +325,17 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             if delay > 0:
                 time.sleep(delay)
             conn.sendall(piece)
+
+
+_COUNTS = re.compile(rb'(?<="input_tokens":)\d+|(?<="n_prompt_tokens":)\d+|(?<=request \()\d+')
+
+
+def counted(raw: bytes, tokens: int) -> bytes:
+    """The recorded response `raw` with the prompt's token count (`input_tokens`, and the
+    overflow's `n_prompt_tokens` and message) that of the request answered: the one number in
+    it that describes the request rather than the server."""
+    _, body = split(raw)
+    return with_body(raw, _COUNTS.sub(str(tokens).encode(), body))
 
 
 def _set_total_slots(body: bytes, slots: int) -> bytes:
