@@ -10,9 +10,11 @@ import importlib.resources
 import json
 import os
 import select
+import shlex
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,17 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import ChatRequest, Config, HttpError, InferConfig, System, Tool, ToolSchema, User
+from llamafast import (
+    ChatRequest,
+    Config,
+    HttpError,
+    InferConfig,
+    Limits,
+    System,
+    Tool,
+    ToolSchema,
+    User,
+)
 from llamafast._serve import (
     RecordedServer,
     completion_id,
@@ -33,7 +45,7 @@ from llamafast._serve import (
     recording,
     split,
 )
-from test_readme import NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
+from test_readme import ALL, NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_THINKING = {"enable_thinking": False}
@@ -419,3 +431,40 @@ def test_the_command_line_lists_serve_and_hands_it_its_arguments(
 @pytest.mark.parametrize("messages", [None, [], {"role": "user"}, ["Hi"]])
 def test_odd_messages_still_get_an_answer(messages: Any) -> None:
     assert pick({"messages": messages, "stream": True}, 2048) == "reasoning"
+
+
+# --- the README's llama-server command line, against the real one ------------------------------
+
+
+@pytest.mark.llama_server
+@pytest.mark.skipif(
+    not (os.environ.get("LLAMAFAST_LLAMA_SERVER") and os.environ.get("LLAMAFAST_TEST_MODEL")),
+    reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
+    "(a GGUF file) to run against a real llama-server",
+)
+def test_the_readme_command_line_gives_what_the_examples_need() -> None:
+    from test_llama_server import free_port, health
+
+    (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
+    args = shlex.split(line.replace("\\\n", " "))
+    port = free_port()
+    args[0] = os.environ["LLAMAFAST_LLAMA_SERVER"]
+    args[args.index("model.gguf")] = os.environ["LLAMAFAST_TEST_MODEL"]
+    args[args.index("--port") + 1] = str(port)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            while health(port) != 200:
+                assert proc.poll() is None, "llama-server refused the README's command line"
+                select.select([], [], [], 0.2)
+            url = f"http://127.0.0.1:{port}"
+            for mod in (llamafast, llamafast.pure):
+                client = mod.Client(Config(InferConfig(url=url), Limits(max_tokens=24)))
+                # slot 1 exists (-np 2: the asyncio example), and the reasoning comes apart
+                # from the answer (--jinja, --reasoning-format deepseek)
+                done = client.complete(ChatRequest(1, [User("Hi")], thinking=True))
+                assert done.reasoning_content
+                assert done.finish_reason is not None
+        finally:
+            proc.terminate()
+            proc.wait(30)
