@@ -330,7 +330,7 @@ def served() -> Iterator[str]:
         proc.communicate(timeout=30)
 
 
-def test_the_command_answers_health_and_stops_on_a_signal(served: str) -> None:
+def test_the_command_answers_health(served: str) -> None:
     conn = http.client.HTTPConnection(served.removeprefix("http://"), timeout=30)
     conn.request("GET", "/health")
     assert conn.getresponse().read() == b'{"status":"ok"}'
