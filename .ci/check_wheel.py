@@ -19,6 +19,7 @@ REQUIRED = (
     "llamafast/__init__.py",
     "llamafast/py.typed",
     "llamafast/_recordings/tool_call.http",
+    "llamafast/_recordings/serve/props.http",  # what `llamafast serve` answers with
     # the extension modules' stubs (both kinds: a type checker reads them for either twin)
     *(f"llamafast/{ext}.pyi" for ext in EXTENSIONS),
 )

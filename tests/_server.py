@@ -37,7 +37,7 @@ import struct
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -59,12 +59,19 @@ from llamafast import (
     ToolCall,
     ToolCallDelta,
 )
+from llamafast._serve import (
+    Request,
+    completion_id,
+    plan,
+    raw_response,
+    read_request,
+    release_offset,
+    slots_body,
+    split,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP = FIXTURES / "http"
-
-_ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
-
 
 UNAUTHORIZED_BODY = (
     b'{"error":{"code":401,"message":"Invalid API Key","type":"authentication_error"}}'
@@ -73,12 +80,6 @@ UNAUTHORIZED_BODY = (
 
 def load(name: str) -> bytes:
     return (HTTP / f"{name}.http").read_bytes()
-
-
-def split(raw: bytes) -> tuple[bytes, bytes]:
-    """(head including the blank line, body) of a recorded response."""
-    end = raw.index(b"\r\n\r\n") + 4
-    return raw[:end], raw[end:]
 
 
 def dechunk(body: bytes) -> list[bytes]:
@@ -99,20 +100,7 @@ def chunked(payloads: list[bytes], *, end: bool = True) -> bytes:
     return out + (b"0\r\n\r\n" if end else b"")
 
 
-def raw_response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
-    return head + body
-
-
 UNAUTHORIZED = raw_response(401, "Unauthorized", UNAUTHORIZED_BODY)
-
-
-def completion_id(raw: bytes) -> str | None:
-    m = _ID.search(raw)
-    return m.group(1).decode() if m else None
 
 
 def event_offset(raw: bytes, n: int) -> int:
@@ -168,19 +156,12 @@ class Reply:
             raw = head + chunked(payloads)
         return raw
 
-    def schedule(self, raw: bytes) -> list[tuple[float, bytes]]:
-        """(seconds after the request, bytes) to send, in order."""
+    def reads(self) -> list[tuple[float, int]]:
+        """The `.timing.json` reads ((ms, bytes) each), sped up by `pace`; [] sends at once."""
         if self.pace is None or self.raw is not None:
-            return [(0.0, raw)]
+            return []
         timing = json.loads((HTTP / f"{self.name}.timing.json").read_text())
-        out: list[tuple[float, bytes]] = []
-        pos = 0
-        for t_ms, n in timing["reads_ms_bytes"]:
-            out.append((t_ms / 1000.0 / self.pace, raw[pos : pos + n]))
-            pos += n
-        if pos < len(raw):  # the reply was rewritten: send the rest with the last read
-            out.append((out[-1][0] if out else 0.0, raw[pos:]))
-        return out
+        return [(t_ms / self.pace, n) for t_ms, n in timing["reads_ms_bytes"]]
 
 
 @dataclass
@@ -194,15 +175,6 @@ class ChatLog:
     ended: float = 0.0
     closed_by_client: bool = False
     closed_at: float = 0.0
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    body: bytes
-    at: float
-    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
 
 class ReplayServer:
@@ -407,28 +379,7 @@ class ReplayServer:
 
     @staticmethod
     def _read_request(conn: socket.socket) -> Request | None:
-        conn.settimeout(10)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            part = conn.recv(65536)
-            if not part:
-                return None
-            data += part
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _ = lines[0].split(" ", 2)
-        headers = {}
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        while len(body) < length:
-            part = conn.recv(65536)
-            if not part:
-                return None
-            body += part
-        conn.settimeout(None)
-        return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
+        return read_request(conn)  # the tests stand in their own readers here
 
     def _route(self, conn: socket.socket, req: Request) -> None:
         loading = time.monotonic() < self.loading_until
@@ -481,8 +432,7 @@ class ReplayServer:
         if self.n_slots == 2 and busy == [True, False]:
             return load("get_slots_while_busy")
         template = json.loads(split(load("get_slots"))[1])[0]
-        slots = [dict(template, id=i, is_processing=b) for i, b in enumerate(busy)]
-        return raw_response(200, "OK", json.dumps(slots, separators=(",", ":")).encode())
+        return raw_response(200, "OK", slots_body(template, busy))
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -538,18 +488,11 @@ class ReplayServer:
             raw = raw[: reply.cut_at]
         # The slot is free again just before the final `[DONE]` chunk goes out: a client that
         # has read [DONE] may ask /slots at once (llama-server has the same order).
-        done_at = raw.rfind(b"data: [DONE]")
-        release = raw.rfind(b"\r\n", 0, done_at - 2) + 2 if done_at > 0 else len(raw)
+        release = release_offset(raw)
         marks = {release}
         if reply.pause_at is not None:
             marks.add(reply.pause_at)
-        pieces: list[tuple[float, int, bytes]] = []  # (when, offset, bytes)
-        pos = 0
-        for at, data in reply.schedule(raw):
-            cuts = sorted(m - pos for m in marks if pos < m < pos + len(data))
-            for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
-                pieces.append((at, pos + a, data[a:b]))
-            pos += len(data)
+        pieces = plan(raw, reply.reads(), marks)
         t0 = time.monotonic()
         for at, offset, piece in pieces:
             if offset == reply.pause_at and reply.pause_s:

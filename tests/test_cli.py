@@ -1023,7 +1023,8 @@ def test_ctrl_c_in_a_running_process_is_one_line_and_status_130() -> None:
 
 
 @pytest.mark.parametrize(
-    ("word", "guess"), [("replya", "replay"), ("rePlay", "replay"), ("caht", "chat")]
+    ("word", "guess"),
+    [("replya", "replay"), ("rePlay", "replay"), ("caht", "chat"), ("sevre", "serve")],
 )
 def test_a_mistyped_command_is_named_with_a_guess(
     word: str, guess: str, capsys: pytest.CaptureFixture[str]
@@ -1032,7 +1033,8 @@ def test_a_mistyped_command_is_named_with_a_guess(
     assert status == 2
     assert out == ""
     assert err == (
-        f"llamafast: unknown command {word!r} (choose from replay, chat); did you mean {guess!r}?\n"
+        f"llamafast: unknown command {word!r} (choose from replay, chat, serve); "
+        f"did you mean {guess!r}?\n"
     )
 
 
@@ -1050,7 +1052,8 @@ def test_a_mistyped_command_as_a_process() -> None:
     done = run_process("replya")
     assert done.returncode == 2
     assert done.stderr == (
-        "llamafast: unknown command 'replya' (choose from replay, chat); did you mean 'replay'?\n"
+        "llamafast: unknown command 'replya' (choose from replay, chat, serve); "
+        "did you mean 'replay'?\n"
     )
 
 

@@ -54,7 +54,7 @@ from ._values import (
 __all__ = ["JsonView", "LiveView", "main"]
 
 PROG = "llamafast"
-COMMANDS = ("replay", "chat")
+COMMANDS = ("replay", "chat", "serve")
 API_KEY_VARIABLE = "LLAMA_API_KEY"
 """Where `chat` finds the API key when --api-key is not given: llama-server's own variable."""
 RECORDINGS = "_recordings"
@@ -844,7 +844,8 @@ def parser() -> argparse.ArgumentParser:
     )
     config_help = f"read [infer] and [limits] from FILE (default: ./{CONFIG_FILE} when present)"
     top.add_argument("--config", metavar="FILE.toml", help=config_help)
-    sub = top.add_subparsers(dest="command", metavar="{replay,chat}")
+    sub = top.add_subparsers(dest="command", metavar="{replay,chat,serve}")
+    sub.add_parser("serve", help="answer as llama-server does, from recordings (no model)")
 
     def display_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -972,6 +973,10 @@ def _main(argv: Sequence[str] | None, out: IO[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     at = _first_word(words)
     first = words[at] if at < len(words) else None
+    if first == "serve":  # a server, not a display: its own options (_serve.py)
+        from ._serve import main as serve
+
+        return serve(words[at + 1 :])
     if first is not None and first not in (*COMMANDS, "-h", "--help", "--version"):
         unknown = _unknown_command(first)
         if unknown is not None:

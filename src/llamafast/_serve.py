@@ -1,0 +1,384 @@
+"""`python -m llamafast serve`: a llama-server stand-in that answers from recordings, no model.
+
+A threaded HTTP/1.1 server (standard library only) that sends, for each request, one whole
+response recorded byte for byte from a real llama-server (`_recordings/serve/`, made by
+tools/llama-server/record_serve.py; the tool call is the bundled `tool_call.http`), paced as it was
+recorded. What it keeps of a server is what a client can see: the slots (a request for a busy
+`id_slot` gets no byte until the slot is free, as llama-server does), `/slots` and `/props` for
+the slot count it was started with, and a context size that a long prompt overflows. The one
+number rewritten in an answer is a prompt's token count (BYTES_PER_TOKEN), in the overflow's
+400 and in `/v1/chat/completions/input_tokens`; `/slots` and `/props` follow `--slots`.
+The pieces a loopback test server needs as well (reading a request, the slot JSON, where the
+slot is freed) are here, once; tests/_server.py imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib.resources
+import json
+import re
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import llamafast
+
+__all__ = ["RecordedServer", "Request", "main", "pick", "read_request"]
+
+PROG = "llamafast serve"
+DIR = ("_recordings", "serve")
+BYTES_PER_TOKEN = 4
+"""A prompt counts as one token per this many bytes of its messages and tools (JSON): a rough
+stand-in for the tokenizer, enough to tell a prompt that cannot fit from one that can."""
+
+_ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
+
+
+@dataclass
+class Request:
+    method: str
+    path: str  # the query left out
+    body: bytes
+    at: float  # time.monotonic() when it was read
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
+
+
+def read_request(conn: socket.socket, timeout: float = 10.0) -> Request | None:
+    """One HTTP/1.1 request (its body by Content-Length) from `conn`; None if the peer closed
+    first. `conn`'s timeout is `timeout` while reading and None after."""
+    conn.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        part = conn.recv(65536)
+        if not part:
+            return None
+        data += part
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    while len(body) < length:
+        part = conn.recv(65536)
+        if not part:
+            return None
+        body += part
+    conn.settimeout(None)
+    return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
+
+
+def split(raw: bytes) -> tuple[bytes, bytes]:
+    """(head including the blank line, body) of a recorded response."""
+    end = raw.index(b"\r\n\r\n") + 4
+    return raw[:end], raw[end:]
+
+
+def raw_response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    return head + body
+
+
+def with_body(raw: bytes, body: bytes) -> bytes:
+    """The recorded response `raw` with its JSON body replaced and Content-Length set to match;
+    every other header byte as recorded."""
+    head, _ = split(raw)
+    head = re.sub(rb"(?im)^Content-Length: \d+", b"Content-Length: %d" % len(body), head)
+    return head + body
+
+
+def slots_body(template: dict[str, Any], busy: Sequence[bool]) -> bytes:
+    """`/slots`: the recorded slot object once per slot, its `id` and `is_processing` set, in the
+    server's compact JSON (the recorded bytes when nothing changed)."""
+    slots = [dict(template, id=i, is_processing=b) for i, b in enumerate(busy)]
+    return json.dumps(slots, separators=(",", ":")).encode()
+
+
+def completion_id(raw: bytes) -> str | None:
+    m = _ID.search(raw)
+    return m.group(1).decode() if m else None
+
+
+def release_offset(raw: bytes) -> int:
+    """Where llama-server frees the slot: just before the chunk holding `data: [DONE]` (a client
+    that has read [DONE] may ask /slots at once and see it idle); the end for any other body."""
+    done_at = raw.rfind(b"data: [DONE]")
+    return raw.rfind(b"\r\n", 0, done_at - 2) + 2 if done_at > 0 else len(raw)
+
+
+def plan(
+    raw: bytes, reads: Sequence[tuple[float, int]], marks: set[int]
+) -> list[tuple[float, int, bytes]]:
+    """`raw` as (seconds after the start, offset, bytes) pieces: cut as the recorded `reads`
+    ((ms, bytes) each; [] sends it at once) and at every offset in `marks`."""
+    sends: list[tuple[float, bytes]] = []
+    pos = 0
+    for t_ms, n in reads:
+        sends.append((t_ms / 1000.0, raw[pos : pos + n]))
+        pos += n
+    if pos < len(raw):  # no reads, or the response was rewritten: the rest with the last read
+        sends.append((sends[-1][0] if sends else 0.0, raw[pos:]))
+    pieces: list[tuple[float, int, bytes]] = []
+    pos = 0
+    for at, data in sends:
+        cuts = sorted(m - pos for m in marks if pos < m < pos + len(data))
+        for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+            pieces.append((at, pos + a, data[a:b]))
+        pos += len(data)
+    return pieces
+
+
+@dataclass(frozen=True)
+class Recording:
+    raw: bytes
+    reads: tuple[tuple[float, int], ...]  # from NAME.timing.json; () when there is none
+
+
+@functools.cache
+def recording(name: str) -> Recording:
+    """`_recordings/serve/NAME.http` (or `_recordings/NAME.http` for `../NAME`) and its pacing."""
+    root = importlib.resources.files(llamafast).joinpath(*DIR)
+    if name.startswith("../"):
+        root, name = importlib.resources.files(llamafast).joinpath(DIR[0]), name[3:]
+    raw = root.joinpath(f"{name}.http").read_bytes()
+    timing = root.joinpath(f"{name}.timing.json")
+    reads: tuple[tuple[float, int], ...] = ()
+    if timing.is_file():
+        data = json.loads(timing.read_bytes())
+        reads = tuple((float(t), int(n)) for t, n in data["reads_ms_bytes"])
+    return Recording(raw, reads)
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt's size as this server counts it (BYTES_PER_TOKEN)."""
+    text = json.dumps([body.get("messages"), body.get("tools")], ensure_ascii=False)
+    return len(text.encode()) // BYTES_PER_TOKEN
+
+
+def pick(body: dict[str, Any], n_ctx: int) -> str:
+    """The recording that answers the chat request `body`, by its fields alone:
+
+    - a prompt over the context (`prompt_tokens` > n_ctx): `context_overflow` (400);
+    - `tools` and the last message the user's: the tool call (streamed only: the non-stream
+      request gets the plain answer; no non-stream tool call was recorded);
+    - `response_format`: the JSON-schema answer;
+    - thinking on (`chat_template_kwargs.enable_thinking` true or left out, as the template
+      opens the reasoning by default): reasoning, then the answer;
+    - otherwise the answer alone.
+
+    A request without `"stream": true` gets the `_nonstream` recording, as llama-server answers
+    such a request with one JSON object."""
+    if prompt_tokens(body) > n_ctx:
+        return "context_overflow"
+    stream = body.get("stream") is True
+    messages = body.get("messages")
+    last: dict[str, Any] = {}
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = messages[-1]
+    kwargs = body.get("chat_template_kwargs")
+    thinking = not isinstance(kwargs, dict) or kwargs.get("enable_thinking", True) is not False
+    if body.get("tools") and last.get("role") == "user" and stream:
+        return "../tool_call"
+    if body.get("response_format"):
+        name = "json_schema"
+    elif thinking:
+        name = "reasoning"
+    else:
+        name = "content"
+    return name if stream else f"{name}_nonstream"
+
+
+class RecordedServer(socketserver.ThreadingTCPServer):
+    """The server: `serve_forever()` answers until `shutdown()`; `url` says where."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 8080, slots: int = 2, *, pace: bool = True
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"slots must be at least 1, not {slots}")
+        self.n_slots = slots
+        self.pace = pace
+        self.busy = [False] * slots
+        self.active: set[str] = set()  # completion ids being streamed (for /control)
+        self.changed = threading.Condition()
+        props = recording("props")
+        body = json.loads(split(props.raw)[1])
+        self.n_ctx = int(body["default_generation_settings"]["n_ctx"])
+        self.props = with_body(props.raw, _set_total_slots(split(props.raw)[1], slots))
+        self.slot_template = json.loads(split(recording("slots").raw)[1])[0]
+        super().__init__((host, port), _Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = cast(tuple[str, int], self.server_address[:2])
+        return f"http://{host}:{port}"
+
+    # --- the slots --------------------------------------------------------------------------
+
+    def acquire(self, slot: int | None) -> int:
+        """Take slot `slot` (wrapped to the slot count, as llama-server does), or any idle one
+        for None; until it is free, wait."""
+        with self.changed:
+            while True:
+                if slot is None:
+                    idle = [i for i, b in enumerate(self.busy) if not b]
+                    if idle:
+                        self.busy[idle[0]] = True
+                        return idle[0]
+                elif not self.busy[slot % self.n_slots]:
+                    self.busy[slot % self.n_slots] = True
+                    return slot % self.n_slots
+                self.changed.wait()
+
+    def release(self, slot: int) -> None:
+        with self.changed:
+            if self.busy[slot]:
+                self.busy[slot] = False
+                self.changed.notify_all()
+
+    def slots(self) -> bytes:
+        with self.changed:
+            busy = list(self.busy)
+        return with_body(recording("slots").raw, slots_body(self.slot_template, busy))
+
+    # --- answering ------------------------------------------------------------------------------
+
+    def answer(self, conn: socket.socket, req: Request) -> None:
+        if req.method == "GET" and req.path == "/health":
+            self.send(conn, recording("health"))
+        elif req.method == "GET" and req.path == "/slots":
+            conn.sendall(self.slots())
+        elif req.method == "GET" and req.path == "/props":
+            conn.sendall(self.props)
+        elif req.method == "POST" and req.path in ("/v1/chat/completions", "/chat/completions"):
+            self.chat(conn, req)
+        elif req.method == "POST" and req.path == "/v1/chat/completions/input_tokens":
+            body = self.parse(conn, req)
+            if body is not None:
+                conn.sendall(counted(recording("input_tokens").raw, prompt_tokens(body)))
+        elif req.method == "POST" and req.path == "/v1/chat/completions/control":
+            try:
+                known = json.loads(req.body).get("id") in self.active
+            except (ValueError, AttributeError):
+                known = False
+            self.send(conn, recording("control_reasoning_end" if known else "control_unknown_id"))
+        else:
+            self.send(conn, recording("unknown_path"))
+
+    def parse(self, conn: socket.socket, req: Request) -> dict[str, Any] | None:
+        """The request's JSON object; None when it is not one (the recorded 400 is sent)."""
+        try:
+            body = json.loads(req.body)
+            if not isinstance(body, dict):
+                raise ValueError(body)
+        except ValueError:
+            self.send(conn, recording("bad_json"))
+            return None
+        return body
+
+    def chat(self, conn: socket.socket, req: Request) -> None:
+        body = self.parse(conn, req)
+        if body is None:
+            return
+        rec = recording(pick(body, self.n_ctx))
+        if not rec.raw.startswith(b"HTTP/1.1 200"):  # refused before any slot is taken, saying
+            conn.sendall(counted(rec.raw, prompt_tokens(body)))  # how long the prompt is
+            return
+        wanted = body.get("id_slot")
+        slot = self.acquire(wanted if isinstance(wanted, int) and wanted >= 0 else None)
+        cid = completion_id(rec.raw)
+        if cid:
+            with self.changed:
+                self.active.add(cid)
+        try:
+            self.send(conn, rec, slot)
+        finally:
+            with self.changed:
+                self.active.discard(cid or "")
+            self.release(slot)
+
+    def send(self, conn: socket.socket, rec: Recording, slot: int | None = None) -> None:
+        """`rec` as recorded (paced unless `pace` is off); `slot` freed where llama-server does."""
+        release = release_offset(rec.raw)
+        t0 = time.monotonic()
+        for at, offset, piece in plan(rec.raw, rec.reads if self.pace else (), {release}):
+            if slot is not None and offset >= release:
+                self.release(slot)
+            delay = t0 + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            conn.sendall(piece)
+
+
+_COUNTS = re.compile(rb'(?<="input_tokens":)\d+|(?<="n_prompt_tokens":)\d+|(?<=request \()\d+')
+
+
+def counted(raw: bytes, tokens: int) -> bytes:
+    """The recorded response `raw` with the prompt's token count (`input_tokens`, and the
+    overflow's `n_prompt_tokens` and message) that of the request answered: the one number in
+    it that describes the request rather than the server."""
+    _, body = split(raw)
+    return with_body(raw, _COUNTS.sub(str(tokens).encode(), body))
+
+
+def _set_total_slots(body: bytes, slots: int) -> bytes:
+    """The recorded /props body with `total_slots` the slot count this server has."""
+    return re.sub(rb'"total_slots":\d+', b'"total_slots":%d' % slots, body, count=1)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: RecordedServer
+
+    def handle(self) -> None:
+        conn: socket.socket = self.request
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(OSError, ValueError):
+            req = read_request(conn)
+            if req is not None:  # every recorded response says `Connection: close`
+                self.server.answer(conn, req)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`llamafast serve`: answer until interrupted; the exit status is returned."""
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="Answer as llama-server does, from recordings of a real one (no model): "
+        "chat with reasoning, a tool call, JSON-schema output, /health, /slots, /props, a busy "
+        "slot, a context overflow.",
+    )
+    ap.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=8080, help="the port (default: 8080; 0: any)")
+    ap.add_argument("--slots", type=int, default=2, metavar="N", help="slots (default: 2)")
+    ap.add_argument("--no-pace", action="store_true", help="answer at once, not as recorded")
+    args = ap.parse_args(argv)
+    if args.slots < 1:
+        ap.error(f"--slots must be at least 1, not {args.slots}")
+    try:
+        server = RecordedServer(args.host, args.port, args.slots, pace=not args.no_pace)
+    except OSError as err:
+        print(f"{PROG}: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+        return 1
+    with server:
+        print(f"{PROG}: {server.url} ({args.slots} slots, recorded answers)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    return 0

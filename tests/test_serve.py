@@ -1,0 +1,470 @@
+# `llamafast serve` (src/llamafast/_serve.py): every answer is a recording's bytes, chosen by the
+# request's fields alone; the slots behave as llama-server's do; and the README's examples run
+# as written against `python -m llamafast serve` in a subprocess, with each twin.
+"""The recorded llama-server stand-in, in process and as the `serve` command."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.resources
+import json
+import os
+import select
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from llamafast import (
+    ChatRequest,
+    Config,
+    HttpError,
+    InferConfig,
+    Limits,
+    System,
+    Tool,
+    ToolSchema,
+    User,
+)
+from llamafast._serve import (
+    RecordedServer,
+    completion_id,
+    counted,
+    pick,
+    prompt_tokens,
+    recording,
+    split,
+)
+from test_readme import ALL, NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
+
+ROOT = Path(__file__).resolve().parent.parent
+NO_THINKING = {"enable_thinking": False}
+TOOLS = [ToolSchema("read_file", "Read a text file.", {"type": "object"})]
+
+
+def client_module(impl: SimpleNamespace) -> ModuleType:
+    return llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+
+
+@pytest.fixture
+def srv() -> Iterator[RecordedServer]:
+    server = RecordedServer("127.0.0.1", 0, 2, pace=False)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def exchange(srv: RecordedServer, method: str, path: str, body: Any = None) -> bytes:
+    """The raw bytes the server sends for one request, until it closes."""
+    with socket.create_connection(srv.server_address[:2]) as sock:
+        sock.sendall(request_bytes(method, path, body))
+        out = b""
+        while part := sock.recv(65536):
+            out += part
+    return out
+
+
+def request_bytes(method: str, path: str, body: Any = None) -> bytes:
+    data = b"" if body is None else json.dumps(body).encode()
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n\r\n"
+    return head.encode() + data
+
+
+def chat_body(**fields: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "Hi"}], "stream": True, **fields}
+
+
+# --- which recording answers -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "name"),
+    [
+        ({}, "reasoning"),  # the template opens the reasoning unless told not to
+        ({"chat_template_kwargs": {"enable_thinking": True}}, "reasoning"),
+        ({"chat_template_kwargs": NO_THINKING}, "content"),
+        ({"tools": [{}]}, "../tool_call"),
+        ({"tools": [{}], "chat_template_kwargs": NO_THINKING}, "../tool_call"),
+        ({"response_format": {"type": "json_object"}}, "json_schema"),
+        ({"stream": False}, "reasoning_nonstream"),
+        (
+            {"stream": False, "chat_template_kwargs": {"enable_thinking": False}},
+            "content_nonstream",
+        ),
+        ({"stream": False, "response_format": {"type": "json_object"}}, "json_schema_nonstream"),
+        ({"stream": False, "tools": [{}]}, "reasoning_nonstream"),  # no non-stream tool call
+        ({"messages": [{"role": "user", "content": "x" * 4 * 2048}]}, "context_overflow"),
+    ],
+)
+def test_the_recording_is_picked_by_the_request_fields(fields: dict[str, Any], name: str) -> None:
+    assert pick(chat_body(**fields), 2048) == name
+
+
+def test_after_a_tool_result_the_answer_comes_not_another_call() -> None:
+    messages = [
+        {"role": "user", "content": "Read notes.txt"},
+        {"role": "assistant", "content": "", "tool_calls": []},
+        {"role": "tool", "tool_call_id": "a", "content": "text"},
+    ]
+    assert pick(chat_body(messages=messages, tools=[{}]), 2048) == "reasoning"
+
+
+def test_a_prompt_just_inside_the_context_is_not_an_overflow() -> None:
+    body = chat_body(messages=[{"role": "user", "content": "x" * (4 * 2048 - 40)}])
+    assert pick(body, 2048) == "reasoning"
+
+
+# --- the bytes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "name"),
+    [
+        ("GET", "/health", "health"),
+        ("GET", "/slots", "slots"),
+        ("GET", "/props", "props"),
+        ("GET", "/nope", "unknown_path"),
+        ("POST", "/v1/chat/completions/control", "control_unknown_id"),
+    ],
+)
+def test_with_two_slots_each_endpoint_answers_its_recording_byte_for_byte(
+    srv: RecordedServer, method: str, path: str, name: str
+) -> None:
+    body = {"id": "chatcmpl-none", "action": "reasoning_end"} if method == "POST" else None
+    assert exchange(srv, method, path, body) == recording(name).raw
+
+
+@pytest.mark.parametrize(
+    ("fields", "name"),
+    [
+        ({}, "reasoning"),
+        ({"tools": [{}]}, "../tool_call"),
+        ({"stream": False}, "reasoning_nonstream"),
+    ],
+)
+def test_a_chat_gets_the_recording_byte_for_byte(
+    srv: RecordedServer, fields: dict[str, Any], name: str
+) -> None:
+    assert exchange(srv, "POST", "/v1/chat/completions", chat_body(**fields)) == recording(name).raw
+
+
+def test_a_prompt_over_the_context_is_refused_with_its_own_token_count(
+    srv: RecordedServer,
+) -> None:
+    body = chat_body(messages=[{"role": "user", "content": "word " * 3000}])
+    out = exchange(srv, "POST", "/v1/chat/completions", body)
+    tokens = prompt_tokens(body)
+    assert tokens > 2048
+    assert out == counted(recording("context_overflow").raw, tokens)
+    error = json.loads(split(out)[1])["error"]
+    assert error["n_prompt_tokens"] == tokens and error["n_ctx"] == 2048
+    assert error["message"].startswith(f"request ({tokens} tokens) exceeds")
+    # everything else as recorded: the head (but its length) and the rest of the body
+    assert out.replace(str(tokens).encode(), b"3021") == recording("context_overflow").raw
+
+
+def test_the_token_count_is_the_requests_own(srv: RecordedServer) -> None:
+    path = "/v1/chat/completions/input_tokens"
+    short, long = chat_body(), chat_body(messages=[{"role": "user", "content": "word " * 300}])
+    counts = [json.loads(split(exchange(srv, "POST", path, b))[1]) for b in (short, long)]
+    assert [c["input_tokens"] for c in counts] == [prompt_tokens(short), prompt_tokens(long)]
+    assert counts[0]["input_tokens"] < counts[1]["input_tokens"]
+    assert exchange(srv, "POST", path, json.loads(recording_request("input_tokens"))) == counted(
+        recording("input_tokens").raw, prompt_tokens(json.loads(recording_request("input_tokens")))
+    )
+
+
+def recording_request(name: str) -> bytes:
+    serve = importlib.resources.files(llamafast).joinpath("_recordings", "serve")
+    return serve.joinpath(f"{name}.request.json").read_bytes()
+
+
+def test_a_body_that_is_not_json_gets_the_recorded_400(srv: RecordedServer) -> None:
+    with socket.create_connection(srv.server_address[:2]) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 3\r\n\r\n{no")
+        out = sock.makefile("rb").read()
+    assert out == recording("bad_json").raw
+    assert out.startswith(b"HTTP/1.1 400 ")
+
+
+def test_slots_and_props_say_the_slot_count_it_was_started_with() -> None:
+    server = RecordedServer("127.0.0.1", 0, 3, pace=False)
+    try:
+        slots = split(server.slots())[1]
+        props = split(server.props)[1]
+        assert [s["id"] for s in json.loads(slots)] == [0, 1, 2]
+        assert json.loads(props)["total_slots"] == 3
+        for raw in (server.slots(), server.props):  # Content-Length follows the body
+            head, body = split(raw)
+            assert f"Content-Length: {len(body)}\r\n".encode() in head
+    finally:
+        server.server_close()
+
+
+def test_a_bad_slot_count_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="slots must be at least 1, not 0"):
+        RecordedServer("127.0.0.1", 0, 0)
+
+
+# --- the slots ---------------------------------------------------------------------------------
+
+
+def test_a_request_for_a_busy_slot_gets_no_byte_until_the_slot_is_free(
+    srv: RecordedServer,
+) -> None:
+    assert srv.acquire(2) == 0  # "another client" on slot 0 (2 wraps to 0, as llama-server does)
+    busy = json.loads(split(exchange(srv, "GET", "/slots"))[1])
+    assert [s["is_processing"] for s in busy] == [True, False]
+    with socket.create_connection(srv.server_address[:2]) as sock:
+        sock.sendall(request_bytes("POST", "/v1/chat/completions", chat_body(id_slot=0)))
+        assert select.select([sock], [], [], 0.3)[0] == []  # not even the head
+        other = exchange(srv, "POST", "/v1/chat/completions", chat_body(id_slot=1))
+        assert other == recording("reasoning").raw  # slot 1 is free meanwhile
+        srv.release(0)
+        out = sock.makefile("rb").read()
+    assert out == recording("reasoning").raw
+    idle = json.loads(split(exchange(srv, "GET", "/slots"))[1])
+    assert [s["is_processing"] for s in idle] == [False, False]
+
+
+def test_a_request_without_a_slot_waits_for_any_slot(srv: RecordedServer) -> None:
+    srv.acquire(0), srv.acquire(1)
+    with socket.create_connection(srv.server_address[:2]) as sock:
+        sock.sendall(request_bytes("POST", "/v1/chat/completions", chat_body()))
+        assert select.select([sock], [], [], 0.3)[0] == []
+        srv.release(1)
+        assert sock.makefile("rb").read() == recording("reasoning").raw
+
+
+def test_the_control_endpoint_knows_a_completion_being_streamed(
+    srv: RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    known = completion_id(recording("reasoning").raw)
+    control = ("POST", "/v1/chat/completions/control", {"id": known, "action": "reasoning_end"})
+    assert exchange(srv, *control) == recording("control_unknown_id").raw  # not streaming yet
+    gate, send = threading.Event(), srv.send
+
+    def held(conn: socket.socket, rec: Any, slot: int | None = None) -> None:
+        if slot is not None:  # the chat: its slot taken, its id known, no byte sent yet
+            gate.wait(30)
+        send(conn, rec, slot)
+
+    monkeypatch.setattr(srv, "send", held)
+    with socket.create_connection(srv.server_address[:2]) as sock:
+        sock.sendall(request_bytes("POST", "/v1/chat/completions", chat_body(id_slot=0)))
+        while not srv.busy[0]:
+            select.select([], [], [], 0.01)
+        assert exchange(srv, *control) == recording("control_reasoning_end").raw
+        gate.set()
+        assert sock.makefile("rb").read() == recording("reasoning").raw
+    assert exchange(srv, *control) == recording("control_unknown_id").raw
+
+
+# --- through the clients -----------------------------------------------------------------------
+
+
+def test_both_clients_read_every_chat_answer(srv: RecordedServer, impl: SimpleNamespace) -> None:
+    mod = client_module(impl)
+    client = mod.Client(Config(InferConfig(url=srv.url)))
+    thought = client.complete(ChatRequest(0, [User("Is 17 prime?")], thinking=True))
+    assert thought.reasoning_content and thought.content.startswith("Yes, ")
+    called = client.complete(ChatRequest(1, [System("s"), User("Read")], tools=TOOLS))
+    assert [c.name for c in called.tool_calls] == ["read_file"]
+    answer = client.complete(ChatRequest(0, [User("Read"), Tool("a", "text")], tools=TOOLS))
+    assert answer.content and not answer.tool_calls
+    fmt = {"type": "json_schema", "json_schema": {"schema": {"type": "array"}}}
+    primes = client.complete(ChatRequest(None, [User("Primes")], response_format=fmt))
+    assert isinstance(json.loads(primes.content), list)
+
+
+def test_a_prompt_over_the_context_is_the_recorded_400(
+    srv: RecordedServer, impl: SimpleNamespace
+) -> None:
+    mod = client_module(impl)
+    client = mod.Client(Config(InferConfig(url=srv.url)))
+    with pytest.raises(HttpError) as caught:
+        client.complete(ChatRequest(0, [User("word " * 3000)]))
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["error"]["type"] == "exceed_context_size_error"
+
+
+# --- the command, and the README's examples against it ----------------------------------------
+
+
+def serve_process(*args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llamafast", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "llamafast serve: http://127.0.0.1:PORT (...)"
+    assert line.startswith("llamafast serve: http://127.0.0.1:"), line + proc.stderr.read()
+    return proc, line.split()[2]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    """`python -m llamafast serve --slots 2` (the asyncio example uses slots 0 and 1), paced."""
+    proc, url = serve_process("--slots", "2")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_the_command_answers_health(served: str) -> None:
+    conn = http.client.HTTPConnection(served.removeprefix("http://"), timeout=30)
+    conn.request("GET", "/health")
+    assert conn.getresponse().read() == b'{"status":"ok"}'
+
+
+def test_the_command_refuses_a_bad_slot_count_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "llamafast", "serve", "--slots", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--slots must be at least 1, not 0" in done.stderr
+    assert done.stderr.count("\n") <= 3  # argparse's usage line and the error, no traceback
+
+
+# Every example that talks to a server (they all find it through llamafast.toml).
+CLIENT_BLOCKS = [b for b in PYTHON if "llamafast.toml" in b.text]
+
+
+def test_every_client_example_is_found() -> None:
+    assert len(CLIENT_BLOCKS) >= 4
+    assert all("llamafast.toml" in b.text for b in PYTHON if "Client(" in b.text)
+    assert not [b.line for b in CLIENT_BLOCKS if NOT_RUN.search(b.above)]
+
+
+@pytest.mark.parametrize("block", CLIENT_BLOCKS, ids=[f"README.md:{b.line}" for b in CLIENT_BLOCKS])
+def test_the_readme_client_example_runs_as_written_against_serve(
+    block: Block, served: str, tmp_path: Path, impl: SimpleNamespace
+) -> None:
+    toml, n = URL_LINE.subn(f'url = "{served}"', _config_file())
+    assert n == 1
+    (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")
+    env = dict(os.environ, LLAMAFAST_NO_EXTENSIONS="1" if impl.IMPLEMENTATION == "python" else "0")
+    done = subprocess.run(
+        [sys.executable, "-c", block.text],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"README.md:{block.line}\n{done.stderr}"
+    assert done.stdout.strip(), f"README.md:{block.line} printed nothing"
+
+
+@pytest.mark.parametrize(
+    ("name", "fixture"),
+    [
+        ("control_reasoning_end", "control_reasoning_end"),
+        ("control_unknown_id", "reasoning_control_unknown_id"),
+        ("bad_json", "error_bad_json"),
+        ("../tool_call", "tool_call"),  # the bundled one `replay` shows too
+    ],
+)
+def test_the_recordings_taken_from_fixtures_are_theirs_byte_for_byte(
+    name: str, fixture: str
+) -> None:
+    assert recording(name).raw == (ROOT / "fixtures" / "http" / f"{fixture}.http").read_bytes()
+
+
+def test_the_asyncio_example_needs_the_two_slots_the_readme_says(tmp_path: Path) -> None:
+    (block,) = [b for b in CLIENT_BLOCKS if "AsyncClient(" in b.text]
+    proc, url = serve_process("--slots", "1", "--no-pace")
+    try:
+        (tmp_path / "llamafast.toml").write_text(f'[infer]\nurl = "{url}"\n', encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-c", block.text],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert done.returncode == 1
+    assert "ValueError: slot 1 does not exist: the server has 1 slot" in done.stderr
+    assert "-np 2" in README.read_text(encoding="utf-8")
+
+
+def test_the_command_line_lists_serve_and_hands_it_its_arguments(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llamafast import _serve
+    from llamafast.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "serve" in capsys.readouterr().out
+    seen: list[list[str]] = []
+    monkeypatch.setattr(_serve, "main", lambda argv: seen.append(list(argv)) or 7)
+    assert main(["serve", "--port", "0", "--no-pace"]) == 7
+    assert seen == [["--port", "0", "--no-pace"]]
+
+
+@pytest.mark.parametrize("messages", [None, [], {"role": "user"}, ["Hi"]])
+def test_odd_messages_still_get_an_answer(messages: Any) -> None:
+    assert pick({"messages": messages, "stream": True}, 2048) == "reasoning"
+
+
+# --- the README's llama-server command line, against the real one ------------------------------
+
+
+@pytest.mark.llama_server
+@pytest.mark.skipif(
+    not (os.environ.get("LLAMAFAST_LLAMA_SERVER") and os.environ.get("LLAMAFAST_TEST_MODEL")),
+    reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
+    "(a GGUF file) to run against a real llama-server",
+)
+def test_the_readme_command_line_gives_what_the_examples_need() -> None:
+    from test_llama_server import free_port, health
+
+    (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
+    args = shlex.split(line.replace("\\\n", " "))
+    port = free_port()
+    args[0] = os.environ["LLAMAFAST_LLAMA_SERVER"]
+    args[args.index("model.gguf")] = os.environ["LLAMAFAST_TEST_MODEL"]
+    args[args.index("--port") + 1] = str(port)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            while health(port) != 200:
+                assert proc.poll() is None, "llama-server refused the README's command line"
+                select.select([], [], [], 0.2)
+            url = f"http://127.0.0.1:{port}"
+            for mod in (llamafast, llamafast.pure):
+                client = mod.Client(Config(InferConfig(url=url), Limits(max_tokens=24)))
+                # slot 1 exists (-np 2: the asyncio example), and the reasoning comes apart
+                # from the answer (--jinja, --reasoning-format deepseek)
+                done = client.complete(ChatRequest(1, [User("Hi")], thinking=True))
+                assert done.reasoning_content
+                assert done.finish_reason is not None
+        finally:
+            proc.terminate()
+            proc.wait(30)
