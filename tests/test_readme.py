@@ -26,6 +26,9 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 if not README.is_file():
     pytest.skip("no README.md beside tests/ (not a source tree)", allow_module_level=True)
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->")
+# A block whose calls the loopback test server does not answer (/props, input_tokens, /models,
+# embeddings): tests/test_serve.py runs it against `llamafast serve`, which answers them.
+SERVE_ONLY = re.compile(r"<!--\s*run against llamafast serve:\s*(?P<reason>\S.*?)\s*-->")
 URL_LINE = re.compile(r'^url = ".*"$', re.M)
 
 
@@ -107,6 +110,9 @@ def test_the_block_runs(
     marker = NOT_RUN.search(block.above)
     if marker:
         pytest.skip(f"README.md:{block.line} is marked not run: {marker['reason']}")
+    marker = SERVE_ONLY.search(block.above)
+    if marker:
+        pytest.skip(f"README.md:{block.line} runs in tests/test_serve.py: {marker['reason']}")
     toml, n = URL_LINE.subn(f'url = "{server.url}"', _config_file())
     assert n == 1, "the README's llamafast.toml must set [infer] url"
     (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import array
+import base64
 import http.client
 import importlib.resources
 import json
@@ -292,6 +294,46 @@ def test_both_clients_read_every_chat_answer(srv: RecordedServer, impl: SimpleNa
     assert isinstance(json.loads(primes.content), list)
 
 
+def recorded_vectors(name: str) -> list[list[float]]:
+    """The vectors of embeddings recording `name`, read with the standard library."""
+    items = json.loads(split(recording(name).raw)[1])["data"]
+    if name == "embeddings_float":
+        return [list(map(float, item["embedding"])) for item in items]
+    return [list(array.array("f", base64.b64decode(item["embedding"]))) for item in items]
+
+
+@pytest.mark.parametrize("fmt", ["base64", None])
+def test_embeddings_answer_one_recorded_vector_per_input_in_order(
+    srv: RecordedServer, fmt: str | None
+) -> None:
+    body: dict[str, Any] = {"input": ["a", "b", "c"], "model": "default"}
+    if fmt:
+        body["encoding_format"] = fmt
+    raw = exchange(srv, "POST", "/v1/embeddings", body)
+    assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
+    doc = json.loads(split(raw)[1])
+    assert [item["index"] for item in doc["data"]] == [0, 1, 2]
+    recorded = json.loads(split(recording(f"embeddings_{fmt or 'float'}").raw)[1])["data"]
+    assert [d["embedding"] for d in doc["data"]] == [
+        recorded[i % len(recorded)]["embedding"] for i in range(3)
+    ]
+
+
+def test_both_clients_embed_and_rerank(srv: RecordedServer, impl: SimpleNamespace) -> None:
+    mod = client_module(impl)
+    with mod.Client(Config(InferConfig(url=srv.url))) as client:
+        vectors = client.embed(["the cat", "the mat", "stocks"])
+        ranked = client.rerank("where?", ["a mat", "the market", "a sofa", "a box"], top_n=3)
+    recorded = recorded_vectors("embeddings_base64")
+    assert vectors.tolist() == [recorded[i % len(recorded)] for i in range(3)]
+    scores = [
+        r["relevance_score"] for r in json.loads(split(recording("rerank").raw)[1])["results"]
+    ]
+    assert len(ranked) == 3 and len({r.index for r in ranked}) == 3
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+    assert {r.score for r in ranked} <= set(scores)
+
+
 def test_a_prompt_over_the_context_is_the_recorded_400(
     srv: RecordedServer, impl: SimpleNamespace
 ) -> None:
@@ -385,6 +427,10 @@ def test_the_readme_client_example_runs_as_written_against_serve(
         ("control_unknown_id", "reasoning_control_unknown_id"),
         ("bad_json", "error_bad_json"),
         ("../tool_call", "tool_call"),  # the bundled one `replay` shows too
+        ("embeddings_base64", "embeddings_base64"),
+        ("embeddings_float", "embeddings_float"),
+        ("rerank", "rerank"),
+        ("models", "models"),
     ],
 )
 def test_the_recordings_taken_from_fixtures_are_theirs_byte_for_byte(

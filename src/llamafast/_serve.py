@@ -265,10 +265,20 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             self.send(conn, recording("health"))
         elif req.method == "GET" and req.path == "/slots":
             conn.sendall(self.slots())
+        elif req.method == "GET" and req.path in ("/models", "/v1/models"):
+            self.send(conn, recording("models"))  # one model, loaded: not a router
         elif req.method == "GET" and req.path == "/props":
             conn.sendall(self.props)
         elif req.method == "POST" and req.path in ("/v1/chat/completions", "/chat/completions"):
             self.chat(conn, req)
+        elif req.method == "POST" and req.path in ("/v1/embeddings", "/embeddings"):
+            body = self.parse(conn, req)
+            if body is not None:
+                conn.sendall(embedded(body))
+        elif req.method == "POST" and req.path in ("/rerank", "/v1/rerank", "/reranking"):
+            body = self.parse(conn, req)
+            if body is not None:
+                conn.sendall(reranked(body))
         elif req.method == "POST" and req.path == "/v1/chat/completions/input_tokens":
             body = self.parse(conn, req)
             if body is not None:
@@ -325,6 +335,45 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             if delay > 0:
                 time.sleep(delay)
             conn.sendall(piece)
+
+
+def _inputs(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    return value if isinstance(value, list) else [value]
+
+
+def embedded(body: dict[str, Any]) -> bytes:
+    """An embeddings answer as the recorded one (`encoding_format: "base64"`: the base64
+    recording, else the one with JSON numbers), one item per input: the recorded vectors in
+    turn, each with its input's `index`; `usage` counts the inputs as chat prompts are counted.
+    The vectors are the recorded ones, not a model's reading of these texts."""
+    name = "embeddings_base64" if body.get("encoding_format") == "base64" else "embeddings_float"
+    raw = recording(name).raw
+    doc = json.loads(split(raw)[1])
+    items = doc["data"]
+    n = len(_inputs(body, "input"))
+    doc["data"] = [{**items[i % len(items)], "index": i} for i in range(n)]
+    tokens = len(json.dumps(body.get("input"), ensure_ascii=False).encode()) // BYTES_PER_TOKEN
+    doc["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return with_body(raw, json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def reranked(body: dict[str, Any]) -> bytes:
+    """A rerank answer as the recorded one: every document (at most `top_n`) with the recorded
+    scores in turn, best first, as llama-server orders them; `usage` as for a chat prompt."""
+    raw = recording("rerank").raw
+    doc = json.loads(split(raw)[1])
+    scores = [r["relevance_score"] for r in sorted(doc["results"], key=lambda r: r["index"])]
+    n = len(_inputs(body, "documents"))
+    results = [{"index": i, "relevance_score": scores[i % len(scores)]} for i in range(n)]
+    results.sort(key=lambda r: -r["relevance_score"])
+    top_n = body.get("top_n")
+    if isinstance(top_n, int) and top_n > 0:
+        results = results[:top_n]
+    doc["results"] = results
+    tokens = len(json.dumps(body, ensure_ascii=False).encode()) // BYTES_PER_TOKEN
+    doc["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return with_body(raw, json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 _COUNTS = re.compile(rb'(?<="input_tokens":)\d+|(?<="n_prompt_tokens":)\d+|(?<=request \()\d+')
