@@ -111,6 +111,14 @@ def test_no_usage_no_model(impl: Any) -> None:
     assert e.usage is None and e.model is None
 
 
+@pytest.mark.parametrize("number", [b"18446744073709551616", b"-9223372036854775809", b"1e400"])
+def test_a_number_simdjson_cannot_hold_is_not_json_in_both_twins(impl: Any, number: bytes) -> None:
+    # An integer beyond 64 bits or a float beyond a double: simdjson refuses the answer, and
+    # the pure twin, whose json would read it, refuses it the same way.
+    body = b'{"data":[{"embedding":[1.0,%s],"index":0}]}' % number
+    assert "is not valid JSON" in fault(impl, body, count=1)
+
+
 def _faulty(**changes: Any) -> bytes:
     items = [item(ROWS[0], 0), item(ROWS[1], 1)]
     items[1].update(changes)

@@ -7,9 +7,9 @@ The answer's pieces are copied once into a padded buffer and parsed by simdjson'
 vector is decoded (four characters to three bytes through lookup tables) straight into its row
 of the call's one buffer; each number of a list goes from the parsed tape into that row as
 float32. No Python object is made per vector or per value. Same rules and the same errors as
-_vectors_py.py (the fault codes and words are _errors.embedding_error's); where it departs: a
-number simdjson cannot hold (an integer beyond 64 bits, `1e400` beyond a double) makes the answer
-not JSON here, while json reads it (a vector holding it is then not finite, or not a number).
+_vectors_py.py (the fault codes and words are _errors.embedding_error's); a number simdjson
+cannot hold (an integer beyond 64 bits, `1e400` beyond a double) makes the answer not JSON in
+both.
 """
 
 from cpython.buffer cimport PyBuffer_FillInfo

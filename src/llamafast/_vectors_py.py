@@ -11,7 +11,6 @@ import binascii
 import json
 import sys
 from array import array
-from typing import Any
 
 from ._errors import (
     E_BAD_INDEX,
@@ -29,6 +28,7 @@ from ._errors import (
     E_REPEATED,
     embedding_error,
 )
+from ._strict_json import _finite_float, _int_in_range, _reject_constant
 from ._values import Embeddings, Usage
 
 __all__ = ["Vectors"]
@@ -51,8 +51,12 @@ def first_not_finite(raw: bytes | bytearray | memoryview) -> int:
     return both.to_bytes(len(high), "big").find(1)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+# A number simdjson cannot hold (an integer beyond 64 bits, a float beyond a double such as
+# 1e400) makes the answer not JSON, as it does for the Cython twin: the standard library would
+# read both, so these hooks refuse them (the assembler's strict JSON does the same).
+_DECODER = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int_in_range
+)
 
 
 class Vectors:
@@ -78,7 +82,7 @@ class Vectors:
         `first` to `first + count - 1`, into their rows."""
         body = b"".join(parts)
         try:
-            doc = json.loads(body, parse_constant=_refuse_constant)
+            doc = _DECODER.decode(body.decode("utf-8"))
         except (ValueError, RecursionError):
             raise embedding_error(E_NOT_JSON, first, 0, count, body) from None
         data = doc.get("data") if isinstance(doc, dict) else None
