@@ -175,6 +175,9 @@ def download_sdist(dest: Path) -> Path:
         capture_output=True,
         text=True,
         check=False,
+        # Not this build's hook variables: pip prepares pysimdjson's metadata through the same
+        # hook runner, which would look for pysimdjson's backend in this project's backend-path.
+        env={k: v for k, v in os.environ.items() if not k.startswith("_PYPROJECT_HOOKS_")},
     )
     if run.returncode != 0 or not (dest / PYSIMDJSON_SDIST).is_file():
         lines = [ln for ln in (run.stderr or run.stdout).splitlines() if ln.strip()]

@@ -155,6 +155,21 @@ def test_a_failed_download_is_the_one_message(
     )
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the stand-in for python is a shell script")
+def test_the_download_does_not_inherit_this_builds_hook_variables(
+    backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # pip prepares pysimdjson's metadata through the same hook runner, which reads these
+    # variables: inherited, they name this project's backend path, and pip 26 fails the download.
+    pip = tmp_path / "python"
+    pip.write_text('#!/bin/sh\necho "ERROR: [$_PYPROJECT_HOOKS_BACKEND_PATH_JSON]" >&2\nexit 1\n')
+    pip.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(pip))
+    monkeypatch.setenv("_PYPROJECT_HOOKS_BACKEND_PATH_JSON", '["/project/_build"]')
+    what = failure(backend.simdjson_sources, tmp_path / "cache")
+    assert what == "pip could not download the pysimdjson==7.0.2 sdist (ERROR: [])"
+
+
 def test_sources_extracted_by_an_earlier_build_are_reused(
     backend: types.ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
