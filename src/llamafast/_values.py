@@ -7,6 +7,7 @@ Frozen, slotted dataclasses: immutable, equal by value, usable in `match`.
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
 from typing import Any, Final, TypeAlias
@@ -548,8 +549,9 @@ class Embeddings:
     def to_numpy(self) -> Any:
         """A read-only numpy float32 array of shape `(n, dim)` over the same memory (no copy);
         ImportError if numpy is not installed (llamafast never needs it)."""
-        import numpy
-
+        # Imported by name: numpy is optional, and the type checkers of a project without it
+        # must still read this module.
+        numpy = importlib.import_module("numpy")
         return numpy.asarray(self._view)
 
     def tolist(self) -> list[list[float]]:
