@@ -995,6 +995,43 @@ def test_ctrl_c_while_the_cli_imports_is_one_line_and_status_130(
     assert (status, capsys.readouterr().err) == (130, "llamafast: interrupted\n")
 
 
+# A process that gets Ctrl-C while the package itself imports (`import llamafast` runs before the
+# CLI's own code can catch anything): the interrupt is raised when the first of the package's
+# modules is looked for, as it would be by a real signal at that moment.
+INTERRUPT_ON_IMPORT = """
+import sys
+
+class Interrupting:
+    @staticmethod
+    def find_spec(name, *args):
+        if name.startswith("llamafast.") and name != "llamafast.__main__":
+            raise KeyboardInterrupt
+
+sys.meta_path.insert(0, Interrupting())
+"""
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        # python -m llamafast: the package, then its __main__
+        "import runpy; runpy.run_module('llamafast', run_name='__main__', alter_sys=True)",
+        # the console script: `from llamafast.__main__ import main; sys.exit(main())`
+        "from llamafast.__main__ import main; sys.exit(main())",
+    ],
+    ids=["python -m llamafast", "llamafast script"],
+)
+def test_ctrl_c_while_the_package_imports_is_one_line_and_status_130(start: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_ON_IMPORT + start, "replay"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "llamafast: interrupted\n")
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
 def test_ctrl_c_in_a_running_process_is_one_line_and_status_130() -> None:
     """The real signal, once the replay shows its first line (the default recording is paced,

@@ -8,20 +8,45 @@ package, with the pure-Python twins.
 
 from typing import TYPE_CHECKING
 
+__version__ = "0.1.0"
+
 # Every public name comes from `llamafast.pure`, so the two lists cannot drift apart: values,
 # errors, config and build_body are the same objects; the twins and IMPLEMENTATION are the ones
 # `_twins` selected (the Cython ones when the extensions are built), and so are the clients'
 # (`llamafast.pure`'s clients are these run on the pure twins).
-from .pure import *  # noqa: F403
-from .pure import __all__ as __all__
+if TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
+    from ._aclient import AsyncClient as AsyncClient
+    from ._client import Client as Client
+    from .pure import *  # noqa: F403
+    from .pure import __all__ as __all__
+else:
+    # The names are bound on first use (PEP 562), not when the package is imported: `python -m
+    # llamafast` and the `llamafast` script import this module before their own code runs, and
+    # only what runs inside their code can turn Ctrl-C into one line and status 130.
+    def _bind() -> None:
+        import importlib
 
-from . import _twins  # isort: skip
-from ._aclient import AsyncClient as AsyncClient  # isort: skip
-from ._client import Client as Client  # isort: skip
+        pure = importlib.import_module(".pure", __name__)
+        twins = importlib.import_module("._twins", __name__)
+        names = globals()
+        names.update((name, getattr(pure, name)) for name in pure.__all__)
+        names.update((name, getattr(twins.SELECTED, name)) for name in twins.PUBLIC)
+        names["AsyncClient"] = importlib.import_module("._aclient", __name__).AsyncClient
+        names["Client"] = importlib.import_module("._client", __name__).Client
+        names["IMPLEMENTATION"] = twins.SELECTED.IMPLEMENTATION
+        names["__all__"] = pure.__all__
 
-IMPLEMENTATION = _twins.SELECTED.IMPLEMENTATION
+    def __getattr__(name: str) -> object:
+        if name.startswith("__") and name != "__all__":  # __path__, __wrapped__, ...: not ours
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if "__all__" not in globals():
+            _bind()
+        try:
+            return globals()[name]
+        except KeyError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
-if not TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
-    globals().update((name, getattr(_twins.SELECTED, name)) for name in _twins.PUBLIC)
-
-__version__ = "0.1.0"
+    def __dir__() -> list[str]:
+        if "__all__" not in globals():
+            _bind()
+        return sorted(globals())
