@@ -228,11 +228,50 @@ def test_wrong_size_refused() -> None:
         Embeddings(array("f", [1, 2, 3, 4]), 2, 3)
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="the buffer protocol of a Python class")
-def test_buffer_protocol() -> None:
-    e = Embeddings(array("f", [1, 2, 3, 4, 5, 6]), 3, 2)
-    view = memoryview(e)  # type: ignore[arg-type]
-    assert view.shape == (3, 2) and view.format == "f"
+# A Python class exports a buffer from 3.12 on (PEP 688); on 3.11 Embeddings takes its export
+# from the Cython twin, so only 3.11 with the pure twin forced goes without (and has `e.view`).
+BUFFER = sys.version_info >= (3, 12) or llamafast.IMPLEMENTATION == "cython"
+
+
+@pytest.mark.skipif(not BUFFER, reason="3.11, pure twin forced: no buffer protocol, e.view")
+def test_buffer_protocol(impl: Any) -> None:
+    made = Embeddings(array("f", [1, 2, 3, 4, 5, 6]), 3, 2)
+    decoded = decode(impl, [(answer(ROWS), 0, 2)], 2)
+    for e, rows in ((made, [[1, 2], [3, 4], [5, 6]]), (decoded, ROWS)):
+        view = memoryview(e)  # type: ignore[arg-type]
+        assert (view.shape, view.strides, view.format, view.itemsize) == (
+            (e.n, e.dim),
+            (e.dim * 4, 4),
+            "f",
+            4,
+        )
+        assert view.readonly and view.c_contiguous and view.nbytes == e.n * e.dim * 4
+        assert view.tolist() == [f32(row) for row in rows]
+        assert view.cast("B").tobytes() == e.tobytes()
+        assert bytes(e) == e.tobytes()  # type: ignore[call-overload]
+        del e
+        assert view.tolist() == [f32(row) for row in rows]  # the view keeps the rows alive
+        view.release()
+
+
+@pytest.mark.skipif(not BUFFER, reason="3.11, pure twin forced: no buffer protocol, e.view")
+def test_buffer_protocol_is_read_only() -> None:
+    import ctypes
+
+    e = Embeddings(array("f", [1, 2, 3, 4]), 2, 2)
+    assert memoryview(e).readonly  # type: ignore[arg-type]
+    with pytest.raises((BufferError, TypeError)):
+        (ctypes.c_float * 4).from_buffer(e)  # asks for a writable buffer
+    assert e.tolist() == [[1, 2], [3, 4]]
+
+
+@pytest.mark.skipif(not BUFFER, reason="3.11, pure twin forced: no buffer protocol, e.view")
+def test_numpy_reads_the_buffer_itself() -> None:
+    numpy = pytest.importorskip("numpy")
+    e = Embeddings(array("f", [1, 2, 3, 4, 5, 6]), 2, 3)
+    arr = numpy.asarray(e)
+    assert arr.shape == (2, 3) and arr.dtype == numpy.float32 and not arr.flags.writeable
+    assert numpy.shares_memory(arr, numpy.asarray(e.view))
 
 
 def test_to_numpy_shares_memory(impl: Any) -> None:

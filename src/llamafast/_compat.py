@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
-import os
-import sys
 import warnings
 from pathlib import Path
 
-NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") or (
-    sys.implementation.name != "cpython"
-)
+from ._switch import NO_EXTENSIONS as NO_EXTENSIONS
+
 EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c")
 
 USE_EXTENSIONS = False

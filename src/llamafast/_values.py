@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import enum
 import importlib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._errors import ProtocolError, cut
 from ._partial_json import locate
@@ -472,13 +473,35 @@ class Ranked:
     score: float
 
 
-class Embeddings:
+def _rows_export() -> type:
+    """The base that gives `Embeddings` the buffer protocol on Python 3.11, where a class written
+    in Python cannot export a buffer (`__buffer__` is 3.12's, PEP 688): the Cython twin's
+    `_RowsExport`, unless the extensions are not built or not wanted (then `e.view` only)."""
+    from ._switch import NO_EXTENSIONS
+
+    if sys.version_info >= (3, 12) or NO_EXTENSIONS:
+        return object
+    try:
+        from ._vectors_c import _RowsExport as rows_export  # type: ignore[attr-defined]
+    except ImportError:
+        return object
+    return rows_export  # type: ignore[no-any-return]
+
+
+if TYPE_CHECKING:
+    _RowsExport = object
+else:
+    _RowsExport = _rows_export()
+
+
+class Embeddings(_RowsExport):
     """The vectors of one `embed` call: `n` rows of `dim` float32 values in one buffer, in the
-    order of the texts. No Python object per value: the buffer protocol (Python 3.12 and later:
-    `memoryview(e)`; on every version `e.view`) gives a read-only 2-D view of shape
-    `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()` builds the floats
-    when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row `i`. `model` and
-    `usage` are as the server sent them. Equal when shape, values, model and usage are."""
+    order of the texts. No Python object per value: the buffer protocol (`memoryview(e)`, numpy;
+    on Python 3.11 only with the Cython twin, and on every version `e.view`) gives a read-only
+    2-D view of shape `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()`
+    builds the floats when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row
+    `i`. `model` and `usage` are as the server sent them. Equal when shape, values, model and
+    usage are."""
 
     __slots__ = ("_flat", "_view", "dim", "model", "n", "usage")
 
@@ -511,6 +534,8 @@ class Embeddings:
         flat = raw.cast("f").toreadonly()
         set_(self, "_flat", flat)
         set_(self, "_view", raw.cast("f", (n, dim)).toreadonly())
+        if _RowsExport is not object:
+            self._hold(raw, n, dim)  # type: ignore[attr-defined]
         set_(self, "n", n)
         set_(self, "dim", dim)
         set_(self, "model", model)

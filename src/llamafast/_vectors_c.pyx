@@ -12,13 +12,32 @@ cannot hold (an integer beyond 64 bits, `1e400` beyond a double) makes the answe
 both.
 """
 
-from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.buffer cimport (
+    PyBUF_FORMAT,
+    PyBUF_ND,
+    PyBUF_SIMPLE,
+    PyBUF_STRIDES,
+    PyBUF_WRITABLE,
+    PyBuffer_FillInfo,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
 from ._errors import E_MISSING, embedding_error
-from ._values import Embeddings, Usage
+
+# _values imports this module for _RowsExport (on Python 3.11), so its names are read at first use.
+cdef object Embeddings = None
+cdef object Usage = None
+
+
+cdef _bind_values():
+    global Embeddings, Usage
+    from ._values import Embeddings as embeddings, Usage as usage
+    Embeddings = embeddings
+    Usage = usage
 
 __all__ = ["Vectors"]
 
@@ -402,6 +421,67 @@ cdef class _Rows:
         pass
 
 
+cdef char* _FLOAT32 = b"f"
+
+
+cdef class _RowsExport:
+    """The base of `Embeddings` on Python 3.11, where a class written in Python cannot export a
+    buffer (`__buffer__` is 3.12's, PEP 688): `memoryview(e)` is the rows, read-only, 2-D
+    `(n, dim)`, format `f`, as on 3.12. `_hold` takes the rows' memory once, for life."""
+
+    cdef Py_buffer _rows
+    cdef bint _held
+    cdef Py_ssize_t _shape[2]
+    cdef Py_ssize_t _strides[2]
+
+    def _hold(self, rows, Py_ssize_t n, Py_ssize_t dim):
+        """Export `rows` (C-contiguous, exactly `n * dim` float32 values) from now on."""
+        if self._held:
+            raise TypeError("these Embeddings already hold their rows")
+        PyObject_GetBuffer(rows, &self._rows, PyBUF_SIMPLE)
+        if self._rows.len != n * dim * 4:
+            PyBuffer_Release(&self._rows)
+            raise ValueError(f"{n}x{dim} float32 rows need {n * dim * 4} bytes")
+        self._held = True
+        self._shape[0] = n
+        self._shape[1] = dim
+        self._strides[0] = dim * 4
+        self._strides[1] = 4
+
+    def __dealloc__(self):
+        if self._held:
+            self._held = False
+            PyBuffer_Release(&self._rows)
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if not self._held:
+            raise BufferError("these Embeddings were made without their rows")
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("Embeddings are read-only")
+        view.buf = self._rows.buf
+        view.obj = self
+        view.len = self._rows.len
+        view.readonly = 1
+        view.itemsize = 4
+        view.format = NULL
+        if flags & PyBUF_FORMAT:
+            view.format = _FLOAT32
+        # a consumer that asks for no shape reads plain bytes (one dimension, itemsize ignored)
+        view.ndim = 1
+        view.shape = NULL
+        view.strides = NULL
+        if flags & PyBUF_ND:
+            view.ndim = 2
+            view.shape = self._shape
+        if (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
+            view.strides = self._strides
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass  # the rows are held until the Embeddings go
+
+
 cdef class Vectors:
     """The rows of one `embed` call of `n` texts (see the pure twin): `add` each answer,
     then `finish()`."""
@@ -482,5 +562,7 @@ cdef class Vectors:
             m = lf_vecs_model(v, &n)
             model = m[:n].decode("utf-8", "replace")
         tokens = lf_vecs_tokens(v)
+        if Embeddings is None:
+            _bind_values()
         usage = None if tokens < 0 else Usage(tokens, 0)
         return Embeddings(rows, self.n, dim, model=model, usage=usage)
