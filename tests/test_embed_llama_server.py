@@ -1,7 +1,7 @@
 # Against a real llama-server: one started with `--embeddings --pooling mean` (the tiny chat model
 # serves embeddings once it pools), one with `--reranking` (the same model: llama-server ranks with
 # it), both clients, both twins. Needs LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_MODEL, like
-# tests/test_llama_server.py (whose server-starting helper this uses).
+# tests/test_llama_server.py (tests/_llama.py starts the servers).
 """embed and rerank against a real llama-server (marker `llama_server`; skipped without it).
 
     LLAMAFAST_LLAMA_SERVER=/path/to/llama-server LLAMAFAST_TEST_MODEL=/path/to/model.gguf \\
@@ -18,30 +18,24 @@ from collections.abc import Iterator
 
 import pytest
 
+from _llama import NEEDS_SERVER, serve_model
 from llamafast import AsyncClient, Client, Embeddings, HttpError, Ranked
-from test_llama_server import BINARY, MODEL, config, serve
+from test_llama_server import config
 
-pytestmark = [
-    pytest.mark.llama_server,
-    pytest.mark.skipif(
-        not (BINARY and MODEL),
-        reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
-        "(a GGUF file) to run against a real llama-server",
-    ),
-]
+pytestmark = NEEDS_SERVER
 
 TEXTS = [f"memory number {i}: the cat sat on mat {i % 7}" for i in range(37)]
 
 
 @pytest.fixture(scope="module")
 def embedder() -> Iterator[str]:
-    with serve("--embeddings", "--pooling", "mean") as url:
+    with serve_model("--embeddings", "--pooling", "mean") as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def reranker() -> Iterator[str]:
-    with serve("--reranking") as url:
+    with serve_model("--reranking") as url:
         yield url
 
 
@@ -92,7 +86,7 @@ def test_async_embed_side_by_side(embedder: str) -> None:
 
 
 def test_embed_needs_embeddings() -> None:
-    with serve() as url, Client(config(url)) as client:
+    with serve_model() as url, Client(config(url)) as client:
         with pytest.raises(HttpError, match="start llama-server with --embeddings"):
             client.embed(["x"])
 

@@ -22,18 +22,12 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
-import os
-import shlex
-import socket
-import subprocess
-import tempfile
 import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
+from _llama import NEEDS_SERVER, SLOTS, serve_model
 from llamafast import (
     AsyncClient,
     ChatEvent,
@@ -51,40 +45,12 @@ from llamafast import (
     User,
 )
 
-BINARY = os.environ.get("LLAMAFAST_LLAMA_SERVER", "")
-MODEL = os.environ.get("LLAMAFAST_TEST_MODEL", "")
-SLOTS = 2
-
-pytestmark = [
-    pytest.mark.llama_server,
-    pytest.mark.skipif(
-        not (BINARY and MODEL),
-        reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
-        "(a GGUF file) to run against a real llama-server",
-    ),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def health(port: int) -> int | None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        conn.request("GET", "/health")
-        return conn.getresponse().status
-    except OSError:
-        return None
-    finally:
-        conn.close()
+pytestmark = NEEDS_SERVER
 
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[str]:
-    with serve() as url:
+    with serve_model() as url:
         yield url
 
 
@@ -94,34 +60,8 @@ API_KEY = "llamafast-test-key-0123"
 @pytest.fixture(scope="module")
 def llama_with_key() -> Iterator[str]:
     """A second server, which answers only requests carrying API_KEY (/health stays open)."""
-    with serve("--api-key", API_KEY) as url:
+    with serve_model("--api-key", API_KEY) as url:
         yield url
-
-
-@contextmanager
-def serve(*extra: str) -> Iterator[str]:
-    port = free_port()
-    args = [BINARY, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "--jinja"]
-    args += ["--reasoning-format", "deepseek", "-np", str(SLOTS), "-c", "4096", *extra]
-    args += shlex.split(os.environ.get("LLAMAFAST_LLAMA_SERVER_ARGS", ""))
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 300
-            while health(port) != 200:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    tail = log.read().decode("utf-8", "replace")[-3000:]
-                    pytest.fail(f"llama-server did not become ready ({proc.returncode}):\n{tail}")
-                time.sleep(0.2)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def config(url: str, api_key: str | None = None, **limits: object) -> Config:

@@ -15,7 +15,6 @@ import asyncio
 import base64
 import io
 import math
-import os
 import struct
 import wave
 import zlib
@@ -27,10 +26,9 @@ import pytest
 
 import llamafast
 import llamafast.pure
+from _llama import BINARY, MMPROJ, MODEL, serve_model
 from llamafast import Audio, Completion, Config, HttpError, Image, InferConfig, Limits, Text, User
-from test_llama_server import BINARY, MODEL, serve
 
-MMPROJ = os.environ.get("LLAMAFAST_TEST_MMPROJ", "")
 IMAGE_TOKENS = 4  # (32 / 16) ** 2 patches: make_mmproj.py's projector
 
 pytestmark = [
@@ -77,7 +75,7 @@ def wav(seconds: float = 0.5) -> bytes:
 
 @pytest.fixture(scope="module")
 def llama() -> Iterator[str]:
-    with serve("--mmproj", MMPROJ) as url:
+    with serve_model("--mmproj", MMPROJ) as url:
         yield url
 
 

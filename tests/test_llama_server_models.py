@@ -7,21 +7,15 @@
 from __future__ import annotations
 
 import asyncio
-import http.client
-import os
-import shlex
 import shutil
-import socket
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _llama import MODEL, NEEDS_SERVER, SLOTS, free_port, serve
 from llamafast import (
     AsyncClient,
     ChatRequest,
@@ -36,60 +30,9 @@ from llamafast import (
     Waiting,
 )
 
-BINARY = os.environ.get("LLAMAFAST_LLAMA_SERVER", "")
-MODEL = os.environ.get("LLAMAFAST_TEST_MODEL", "")
 CTX = 256
 
-pytestmark = [
-    pytest.mark.llama_server,
-    pytest.mark.skipif(
-        not (BINARY and MODEL),
-        reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
-        "(a GGUF file) to run against a real llama-server",
-    ),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def health(port: int) -> int | None:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-    try:
-        conn.request("GET", "/health")
-        return conn.getresponse().status
-    except OSError:
-        return None
-    finally:
-        conn.close()
-
-
-@contextmanager
-def serve(port: int, *args: str) -> Iterator[str]:
-    """llama-server on `port` with `args` (a model or a models dir), until it is healthy."""
-    cmd = [BINARY, *args, "--host", "127.0.0.1", "--port", str(port), "--jinja", "-np", "2"]
-    cmd += shlex.split(os.environ.get("LLAMAFAST_LLAMA_SERVER_ARGS", ""))
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 300
-            while health(port) != 200:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    tail = log.read().decode("utf-8", "replace")[-3000:]
-                    pytest.fail(f"llama-server did not become ready ({proc.returncode}):\n{tail}")
-                time.sleep(0.2)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+pytestmark = NEEDS_SERVER
 
 
 def config(url: str, model: str = "default", **limits: Any) -> Config:
@@ -111,7 +54,7 @@ def make(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture(scope="module")
 def small() -> Iterator[str]:
-    with serve(free_port(), "-m", MODEL, "-c", str(CTX)) as url:
+    with serve("-m", MODEL, "-c", str(CTX), "-np", str(SLOTS)) as url:
         yield url
 
 
@@ -120,8 +63,8 @@ def router() -> Iterator[str]:
     with tempfile.TemporaryDirectory() as models:
         for name in ("tiny-a", "tiny-b"):
             shutil.copyfile(MODEL, Path(models) / f"{name}.gguf")
-        args = ["--models-dir", models, "--models-max", "1", "-c", str(CTX)]
-        with serve(free_port(), *args) as url:
+        args = ["--models-dir", models, "--models-max", "1", "-c", str(CTX), "-np", str(SLOTS)]
+        with serve(*args) as url:
             yield url
 
 
@@ -159,12 +102,13 @@ def test_an_overlong_prompt_is_context_overflow_with_the_server_counts(
 def test_props_are_asked_again_after_the_server_restarts(make: Any) -> None:
     port = free_port()
     client = make(config(f"http://127.0.0.1:{port}", retries=1, connect_timeout=5.0))
-    with serve(port, "-m", MODEL, "-c", str(CTX)):
+    with serve("-m", MODEL, "-c", str(CTX), "-np", str(SLOTS), port=port):
         assert call(client, "props").n_ctx == CTX
     # the server is gone: a request that finds it so tells the client to ask again
     with pytest.raises(ConnectError):
         call(client, "complete", ChatRequest(None, [User("hi")]))
-    with serve(port, "-m", MODEL, "-c", str(8 * CTX)):  # a context per slot of 4 * CTX
+    # twice the slots' context: 4 * CTX a slot
+    with serve("-m", MODEL, "-c", str(8 * CTX), "-np", str(SLOTS), port=port):
         assert call(client, "props").n_ctx == 4 * CTX
 
 
@@ -202,3 +146,4 @@ def test_router_unknown_model_is_an_error_naming_it(make: Any, router: str) -> N
         call(client, "load_model", "nope")
     with pytest.raises(ValueError, match="'nope'"):
         call(client, "unload_model", "nope")
+

@@ -489,7 +489,7 @@ def test_odd_messages_still_get_an_answer(messages: Any) -> None:
     "(a GGUF file) to run against a real llama-server",
 )
 def test_the_readme_command_line_gives_what_the_examples_need() -> None:
-    from test_llama_server import free_port, health
+    from _llama import free_port, health
 
     (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
     args = shlex.split(line.replace("\\\n", " "))

@@ -1,0 +1,93 @@
+"""A real llama-server for the tests marked `llama_server`: started on a free loopback port,
+waited for until `/health` answers 200, stopped after.
+
+    LLAMAFAST_LLAMA_SERVER       the llama-server binary
+    LLAMAFAST_TEST_MODEL         a GGUF model for it
+    LLAMAFAST_TEST_MMPROJ        a projector GGUF for that model (content parts only)
+    LLAMAFAST_LLAMA_SERVER_ARGS  more arguments for every server started here
+
+tools/llama-server/build.sh builds all three and prints the variables.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+import pytest
+
+BINARY = os.environ.get("LLAMAFAST_LLAMA_SERVER", "")
+MODEL = os.environ.get("LLAMAFAST_TEST_MODEL", "")
+MMPROJ = os.environ.get("LLAMAFAST_TEST_MMPROJ", "")
+
+# A module's `pytestmark` when it needs a server: marked, and skipped without the variables.
+NEEDS_SERVER = [
+    pytest.mark.llama_server,
+    pytest.mark.skipif(
+        not (BINARY and MODEL),
+        reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
+        "(a GGUF file) to run against a real llama-server",
+    ),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def health(port: int) -> int | None:
+    """The status `/health` answers on `port`, None when nothing answers."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+@contextmanager
+def serve(*args: str, port: int | None = None) -> Iterator[str]:
+    """llama-server with `args` (the model, or a models folder, among them) on `port` (a free one
+    when None), as its base URL once it is healthy; its output is shown if it never is."""
+    port = free_port() if port is None else port
+    cmd = [BINARY, *args, "--host", "127.0.0.1", "--port", str(port), "--jinja"]
+    cmd += shlex.split(os.environ.get("LLAMAFAST_LLAMA_SERVER_ARGS", ""))
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while health(port) != 200:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    tail = log.read().decode("utf-8", "replace")[-3000:]
+                    pytest.fail(f"llama-server did not become ready ({proc.returncode}):\n{tail}")
+                time.sleep(0.2)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+SLOTS = 2
+
+
+def serve_model(*extra: str) -> AbstractContextManager[str]:
+    """The test model with its reasoning split out (deepseek format), SLOTS slots and a 4,096
+    token context, and `extra`: the server most tests talk to."""
+    args = ["-m", MODEL, "--reasoning-format", "deepseek", "-np", str(SLOTS), "-c", "4096"]
+    return serve(*args, *extra)
