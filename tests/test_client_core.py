@@ -507,16 +507,17 @@ def test_the_api_key_is_a_bearer_header_and_never_shown() -> None:
 DRIP = 0.5  # a server that sends one byte every half second
 
 
-def test_a_dripping_slots_answer_ends_within_connect_timeout_and_is_retried() -> None:
+def test_a_dripping_slots_answer_ends_within_connect_timeout_and_is_not_sent_again() -> None:
+    # the server answered (ONCE): the whole answer is bounded, and nothing is sent again
     fake = Fake(connect_timeout=3.0, retries=1)
     fake.answers["/slots"] = [(200, "[" + ",".join(['{"id":0}'] * 5000) + "]")]
     fake.drip["/slots"] = DRIP
     events, err = fake.run(0)
-    assert isinstance(err, ConnectError) and isinstance(err.error, TimeoutError)
-    assert "GET /pre/slots did not finish in time" in str(err)
-    assert [type(e) for e in events] == [Retrying]
-    assert fake.now == pytest.approx(2 * 3.0 + events[0].after_ms / 1000)  # two attempts
-    assert fake.log.count("GET /slots") == 2
+    assert isinstance(err, StalledError)
+    assert "the answer to GET /pre/slots did not finish within 3 s" in str(err)
+    assert events == []
+    assert fake.now == pytest.approx(3.0)
+    assert fake.log.count("GET /slots") == 1
 
 
 def test_a_dripping_slots_answer_is_bounded_by_the_wait_it_serves() -> None:
@@ -524,7 +525,8 @@ def test_a_dripping_slots_answer_is_bounded_by_the_wait_it_serves() -> None:
     fake.answers["/slots"] = [(200, "[" + ",".join(['{"id":0}'] * 5000) + "]")]
     fake.drip["/slots"] = DRIP
     _events, err = fake.run(0)
-    assert isinstance(err, ConnectError) and fake.now == pytest.approx(2.0)
+    assert isinstance(err, StalledError) and fake.now == pytest.approx(2.0)
+    assert "did not finish within 2 s" in str(err)
 
 
 def test_a_dripping_health_answer_ends_by_the_load_deadline() -> None:
@@ -542,7 +544,7 @@ def test_a_dripping_control_answer_ends_within_connect_timeout() -> None:
     fake = Fake(thinking_budget=1, connect_timeout=3.0)
     fake.answers["/v1/chat/completions/control"] = [(200, '{"success":true' + " " * 10_000 + "}")]
     fake.drip["/v1/chat/completions/control"] = DRIP
-    with pytest.raises(ConnectError, match="did not finish in time"):
+    with pytest.raises(StalledError, match="control did not finish within 3 s"):
         budget_run(fake, [(True, 2)])
     assert fake.now == pytest.approx(3.0)
 

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from . import _twins
 from ._chat_py import _CLOSED, _NOT_ENDED  # ChatStream's words, for the same states
@@ -109,6 +110,7 @@ EMBED_PATH = "/v1/embeddings"
 RERANK_PATH = "/rerank"
 # An embeddings answer holds every vector of a batch (64 x 4,096 float32 in base64: 1.4 MB).
 MAX_VECTORS_BODY = 1 << 31
+NEEDS_MODEL = "model name is missing from the request"  # a router's 400 to a /slots without one
 
 
 # --- the commands ------------------------------------------------------------------------------
@@ -404,6 +406,7 @@ class Core:
         self.props: ServerProps | None = None
         self.input_tokens: bool | None = None
         self.ready_models: set[str] = set()
+        self.router: bool | None = None  # a router (several models, /slots per model)?
         self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
@@ -419,6 +422,7 @@ class Core:
         self.props = None
         self.input_tokens = None
         self.ready_models.clear()
+        self.router = None
 
     def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """One HTTP/1.1 request to the server, head and body."""
@@ -641,6 +645,7 @@ class RequestCore:
         if status != 200:
             return  # no model list: the chat's own answer says what is wrong
         models = read_models(text)
+        core.router = models is not None
         if models is None:
             return
         info = _model_entry(models, model)
@@ -676,17 +681,22 @@ class RequestCore:
         """GET /slots: is our slot (or, for slot=None, every slot) busy? Learns the slot count;
         `strict`: a slot the server lacks is ValueError and a malformed answer ProtocolError
         (the probe while waiting is only a courtesy: it fails quietly). Either way it ends
-        by the wait deadline it serves."""
+        by the wait deadline it serves. A router answers only for a model: the slots of the
+        body's model, while it is loaded (`_slots_path`)."""
         core = self.core
-        if strict:
-            status, text = yield from self._small("GET", "/slots", MAX_SLOTS_BODY, self.deadline)
-        else:
-            try:
-                status, text = yield from self._fetch(
-                    "GET", "/slots", None, MAX_SLOTS_BODY, self.deadline
-                )
-            except (OSError, ProtocolError):
+        status, text = 0, ""
+        for _ in range(2):  # a router's refusal of a /slots without a model, then the model's
+            path = yield from self._slots_path(strict)
+            if path is None:
                 return False
+            got = yield from self._get(path, strict)
+            if got is None:
+                return False
+            status, text = got
+            if core.router is None and status == 400 and server_message(text) == NEEDS_MODEL:
+                core.router = True
+                continue
+            break
         if status != 200:  # /slots disabled (--no-slots answers 501): nothing to learn
             return False
         try:
@@ -703,6 +713,41 @@ class RequestCore:
         check_slot(self.slot, len(busy))
         return busy[self.slot]
 
+    def _get(self, path: str, strict: bool) -> Phase[tuple[int, str] | None]:
+        """GET `path` by the wait deadline: under the rules of the first byte when `strict`,
+        else once, None when that fails."""
+        if strict:
+            return (yield from self._small("GET", path, MAX_SLOTS_BODY, self.deadline))
+        try:
+            return (yield from self._fetch("GET", path, None, MAX_SLOTS_BODY, self.deadline))
+        except (OSError, ProtocolError):
+            return None
+
+    def _slots_path(self, strict: bool) -> Phase[str | None]:
+        """Where this request's slots are told: `/slots`, or on a router (which answers
+        /slots only for a model, and loads the model it is asked for) `/slots?model=` of the
+        body's model while /models says it is loaded; None when it is not (none of its slots
+        is busy, and asking would load it) or the router does not list it."""
+        core = self.core
+        if not core.router:
+            return "/slots"
+        model = self.req.model if self.req.model is not None else core.cfg.infer.model
+        got = yield from self._get("/models", strict)
+        try:
+            listed = read_models(got[1]) if got is not None and got[0] == 200 else None
+        except ProtocolError:
+            if strict:
+                raise
+            return None
+        if listed is None:
+            return None
+        for info, aliases in listed:
+            if model == info.id or model in aliases:
+                if info.state != "loaded":
+                    return None
+                return f"/slots?model={quote(model, safe='')}"
+        return None
+
     def _retry(self, err: BaseException) -> Phase[None]:
         """Count a failed attempt: Retrying and the back-off, or the final error."""
         core = self.core
@@ -717,6 +762,30 @@ class RequestCore:
         yield self._say(Retrying(self.attempt, after, describe(err)))
         yield Sleep(core.clock() + after / 1000)
 
+    def _whole(
+        self, exchange: Callable[[], Phase[tuple[int, list[bytes]]]]
+    ) -> Phase[tuple[int, list[bytes]]]:
+        """`exchange` (one request, its answer read whole) under the rules of the first byte: a
+        failure before any byte of an answer (an OSError) is retried with back-off, a 503
+        `Loading model` waited for, another 503 retried; any other answer is returned. What
+        fails once the server has answered (ProtocolError, StalledError) is not sent again."""
+        while True:
+            try:
+                status, parts = yield from exchange()
+            except InferError:
+                raise
+            except OSError as err:
+                yield from self._retry(err)
+                continue
+            if status == 503:
+                text = text_of(parts)
+                if is_loading(status, text):
+                    yield from self._wait_loaded()
+                else:
+                    yield from self._retry(HttpError(status, text))
+                continue
+            return status, parts
+
     def _small(
         self,
         method: str,
@@ -725,21 +794,12 @@ class RequestCore:
         until: float | None = None,
         body: bytes | None = None,
     ) -> Phase[tuple[int, str]]:
-        """A small request under the rules of the first byte: retries, model load; returns
-        (status, text) for any answer but a 503."""
-        while True:
-            try:
-                status, text = yield from self._fetch(method, path, body, limit, until)
-            except OSError as err:
-                yield from self._retry(err)
-                continue
-            if is_loading(status, text):
-                yield from self._wait_loaded()
-                continue
-            if status == 503:
-                yield from self._retry(HttpError(status, text))
-                continue
-            return status, text
+        """A small request under the rules of the first byte (`_whole`): (status, text) for
+        any answer but a 503."""
+        status, parts = yield from self._whole(
+            lambda: self._exchange(method, path, body, limit, until=until)
+        )
+        return status, text_of(parts)
 
     def _fetch(
         self,
@@ -749,26 +809,71 @@ class RequestCore:
         limit: int = MAX_ERROR_BODY,
         until: float | None = None,
     ) -> Phase[tuple[int, str]]:
-        """A small request on its own connection, read whole (at most `limit` bytes):
-        (status, text). The whole exchange, connecting included, ends within connect_timeout
-        and by `until` (the deadline it serves): past that, TimeoutError. A connection that
-        fails is its OSError; an answer that is not HTTP/1.1 is ProtocolError."""
+        """A small request, sent once (`_exchange`): (status, text)."""
+        status, parts = yield from self._exchange(method, path, body, limit, until=until)
+        return status, text_of(parts)
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        limit: int,
+        *,
+        until: float | None = None,
+        computed: bool = False,
+    ) -> Phase[tuple[int, list[bytes]]]:
+        """One request on its own connection, its answer read whole: (status, the body's
+        pieces). A 200's body is the answer: more than `limit` bytes is ProtocolError. Any
+        other status's body only explains it: its first MAX_ERROR_BODY bytes, whatever
+        becomes of the rest.
+
+        Small requests (control, /props, /health, ...) end, connecting included, within
+        connect_timeout and by `until` (the deadline they serve). A `computed` answer (the
+        server computes it whole before its first byte: embeddings, rerank) may take
+        wait_timeout to start (WaitTimeoutError), then stall_timeout to finish.
+
+        Before any byte of an answer, a failure is its OSError (TimeoutError when late):
+        `_whole` retries it. After one, nothing is sent again: a connection that fails or
+        ends inside the answer is ProtocolError, an answer that does not finish in time
+        StalledError."""
         core = self.core
+        limits = self.limits
         clock = core.clock
-        deadline = clock() + self.limits.connect_timeout
-        if until is not None:
-            deadline = min(deadline, max(until, clock()))
         what = f"{method} {core.target.prefix}{path}"
-        conn = yield Connect(core.request(method, path, body), deadline)
+        start = clock()
+        if computed:
+            first_by = start + limits.wait_timeout
+            connect_by = start + limits.connect_timeout
+        else:
+            first_by = start + limits.connect_timeout
+            if until is not None:
+                first_by = min(first_by, max(until, start))
+            connect_by = first_by
+        conn = yield Connect(core.request(method, path, body), connect_by)
         try:
-            if not (yield from self._receive_until(conn, _head_done, deadline, what)):
-                raise TimeoutError(f"{what} did not finish in time")
-            data = yield from self._read_whole(conn, limit, deadline, what)
+            if not (yield from self._receive_until(conn, _answered, first_by, what)):
+                if computed:
+                    raise WaitTimeoutError(limits.wait_timeout)
+                raise TimeoutError(f"{what} was not answered in time")
+            seconds = limits.stall_timeout if computed else first_by - start
+            rest_by = clock() + seconds if computed else first_by
+            if not (yield from self._receive_until(conn, _head_done, rest_by, what)):
+                raise StalledError(
+                    seconds, f"the head of the answer to {what} did not finish within {seconds:g} s"
+                )
+            status = conn.parser.status
+            if status == 200:
+                parts: list[bytes] = []
+                yield from self._read_body(conn, parts, limit, rest_by, what, seconds)
+            else:
+                text = yield from self._courtesy_body(conn, rest_by, what, seconds)
+                parts = [text.encode("utf-8")]
         except Exception:
             yield Close(conn)
             raise
         yield Close(conn)
-        return conn.parser.status, data.decode("utf-8", "replace")
+        return status, parts
 
     def _check_head(self, conn: Any, what: str) -> None:
         """A connection that failed or ended before its answer's head was complete: before
@@ -786,16 +891,41 @@ class RequestCore:
             raise err
         raise ConnectionResetError("the server closed the connection before answering")
 
-    def _read_whole(self, conn: Any, limit: int, until: float, what: str) -> Phase[bytes]:
-        """The rest of an answer's body, at most `limit` bytes, by `until` (TimeoutError)."""
+    def _read_body(
+        self,
+        conn: Any,
+        parts: list[bytes],
+        limit: int,
+        until: float,
+        what: str,
+        seconds: float,
+        cut: bool = False,
+    ) -> Phase[None]:
+        """The rest of an answer's body, into `parts` as the pieces came. More than `limit`
+        bytes is ProtocolError, or with `cut` the first `limit` bytes (the rest unread). A
+        connection that fails or ends inside it is ProtocolError; a body not done by `until`
+        is StalledError(`seconds`)."""
         clock = self.core.clock
         parser = conn.parser
-        while not parser.done and sum(len(p) for p in conn.early) < limit:
+        size = 0
+        while True:
+            early = conn.early
+            if early:
+                conn.early = []
+                parts += early
+                size += sum(len(p) for p in early)
+                if size > limit:
+                    if cut:
+                        parts[:] = [b"".join(parts)[:limit]]
+                        return
+                    raise ProtocolError(f"the answer to {what} is longer than {limit} bytes")
+            if parser.done:
+                return
             err = conn.error
             if isinstance(err, HttpParseError):
                 raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
             if err is not None:
-                raise err
+                raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
             if conn.eof:
                 try:
                     parser.eof()
@@ -803,12 +933,14 @@ class RequestCore:
                     raise ProtocolError(
                         f"the answer to {what} ended before its body did: {cut_short!r}"
                     ) from cut_short
-                break
+                if conn.early:
+                    continue
+                return
             if clock() >= until:
-                raise TimeoutError(f"{what}: the answer's body did not come in time")
+                raise StalledError(
+                    seconds, f"the answer to {what} did not finish within {seconds:g} s"
+                )
             yield Receive(conn, until)
-        parts, conn.early = conn.early, []
-        return b"".join(parts)[:limit]
 
     def _wait_loaded(self) -> Phase[None]:
         """Waiting(slot_busy=False) once, then poll /health until it answers other than 503;
@@ -890,7 +1022,7 @@ class RequestCore:
                 if status == 200 and content_type.startswith("text/event-stream"):
                     self.conn = conn
                     return
-                text = yield from self._courtesy_body(conn, rest, what)
+                text = yield from self._courtesy_body(conn, rest, what, limits.stall_timeout)
             except Exception:
                 yield Close(conn)
                 raise
@@ -927,15 +1059,16 @@ class RequestCore:
             yield Receive(conn, until)
         return True
 
-    def _courtesy_body(self, conn: Any, until: float, what: str) -> Phase[str]:
-        """An answer's body that only explains it (an error answer's): what came of it by
-        `until`, at most MAX_ERROR_BODY bytes; a failure to read it is not the error."""
+    def _courtesy_body(self, conn: Any, until: float, what: str, seconds: float) -> Phase[str]:
+        """An answer's body that only explains it (an error answer's): what came of its first
+        MAX_ERROR_BODY bytes by `until`; a failure to read it is not the error."""
+        parts: list[bytes] = []
         try:
-            data = yield from self._read_whole(conn, MAX_ERROR_BODY, until, what)
+            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, seconds, cut=True)
         except (OSError, ProtocolError):
-            parts, conn.early = conn.early, []
-            data = b"".join(parts)[:MAX_ERROR_BODY]
-        return data.decode("utf-8", "replace")
+            parts += conn.early
+            conn.early = []
+        return b"".join(parts)[:MAX_ERROR_BODY].decode("utf-8", "replace")
 
     # --- the stream ----------------------------------------------------------------------------
 
@@ -1002,6 +1135,8 @@ class RequestCore:
         payload = json.dumps({"id": cid, "action": "reasoning_end"}).encode()
         try:
             status, text = yield from self._fetch("POST", CONTROL_PATH, payload)
+        except InferError:
+            raise
         except OSError as err:
             raise ConnectError(err, core.target.url) from err
         if control_accepted(status, text):
@@ -1294,10 +1429,9 @@ def _no_constant(name: str) -> Any:
 
 
 class CallCore(RequestCore):
-    """One request whose answer is read whole (embeddings, rerank, props), under the rules of
-    the first byte (`RequestCore`: retries of a refused connection or a 503, the wait for a
-    model load). The first byte may take `wait_timeout` (the server computes the whole answer
-    before it sends any), the rest of the answer `stall_timeout` after it."""
+    """One request whose answer the server computes whole before it sends any (embeddings,
+    rerank, a wait's /slots), read whole by the one exchange of every whole answer
+    (`RequestCore._exchange`, computed) under the rules of the first byte (`_whole`)."""
 
     def __init__(
         self,
@@ -1308,91 +1442,18 @@ class CallCore(RequestCore):
         limit: int = MAX_VECTORS_BODY,
         limits: Limits | None = None,
     ) -> None:
-        self.core = core
-        self.limits = core.limits if limits is None else limits
+        super().__init__(core, _NO_REQUEST, b"", limits)
         self.method = method
         self.path = path
         self.payload = body
         self.limit = limit
-        self.attempt = 0
-        self.deadline = 0.0
-        self.load_deadline: float | None = None
-        self.closed = False
 
     def phases(self) -> Phase[tuple[int, list[bytes]]]:  # type: ignore[override]
         """(status, the body's pieces) for any answer but a 503."""
-        while True:
-            try:
-                status, parts = yield from self._exchange()
-            except OSError as err:
-                yield from self._retry(err)
-                continue
-            if status == 503:
-                text = b"".join(parts).decode("utf-8", "replace")
-                if is_loading(status, text):
-                    yield from self._wait_loaded()
-                else:
-                    yield from self._retry(HttpError(status, text))
-                continue
-            return status, parts
-
-    def _exchange(self) -> Phase[tuple[int, list[bytes]]]:
-        core = self.core
-        limits = self.limits
-        clock = core.clock
-        what = f"{self.method} {core.target.prefix}{self.path}"
-        conn = yield Connect(
-            core.request(self.method, self.path, self.payload), clock() + limits.connect_timeout
-        )
-        try:
-            if not (
-                yield from self._receive_until(conn, _answered, clock() + limits.wait_timeout, what)
-            ):
-                raise WaitTimeoutError(limits.wait_timeout)
-            rest = clock() + limits.stall_timeout
-            if not (yield from self._receive_until(conn, _head_done, rest, what)):
-                raise StalledError(limits.stall_timeout)
-            parts = yield from self._read_parts(conn, self.limit, rest, what)
-        except Exception:
-            yield Close(conn)
-            raise
-        yield Close(conn)
-        return conn.parser.status, parts
-
-    def _read_parts(self, conn: Any, limit: int, until: float, what: str) -> Phase[list[bytes]]:
-        """The answer's body as the pieces that came; more than `limit` bytes is ProtocolError;
-        not done by `until`, StalledError."""
-        clock = self.core.clock
-        parser = conn.parser
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            early = conn.early
-            if early:
-                conn.early = []
-                parts += early
-                size += sum(len(p) for p in early)
-                if size > limit:
-                    raise ProtocolError(f"the answer to {what} is longer than {limit} bytes")
-            if parser.done:
-                return parts
-            err = conn.error
-            if isinstance(err, HttpParseError):
-                raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
-            if err is not None:
-                raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
-            if conn.eof:
-                try:
-                    parser.eof()
-                except (HttpParseError, TruncatedError) as cut_short:
-                    raise ProtocolError(
-                        f"the answer to {what} ended before its body did: {cut_short!r}"
-                    ) from cut_short
-                if conn.early:
-                    continue
-                return parts
-            if clock() >= until:
-                raise StalledError(
-                    self.limits.stall_timeout, f"the answer to {what} did not finish in time"
+        return (
+            yield from self._whole(
+                lambda: self._exchange(
+                    self.method, self.path, self.payload, self.limit, computed=True
                 )
-            yield Receive(conn, until)
+            )
+        )

@@ -1,0 +1,222 @@
+# The rules of an answer read whole (props, models, count_tokens, embed, rerank), the same for
+# every such call because one exchange reads them all: once the server has answered (the head is
+# in), the request is never sent again; the answer is the server's, refused when it is cut, too
+# long or stops coming, and an error answer stays the HttpError it is, whatever its body.
+"""Whole answers through both clients and both twins, against a raw loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from llamafast import (
+    Config,
+    ConnectError,
+    HttpError,
+    InferConfig,
+    Limits,
+    ProtocolError,
+    StalledError,
+    User,
+)
+from llamafast._client_core import MAX_SLOTS_BODY
+
+CLIENTS = {
+    "sync": llamafast.Client,
+    "async": llamafast.AsyncClient,
+    "pure-sync": llamafast.pure.Client,
+    "pure-async": llamafast.pure.AsyncClient,
+}
+
+# Each call with what it asks the server, and a good answer's JSON.
+PROPS = {"default_generation_settings": {"n_ctx": 256, "params": {}}, "total_slots": 1}
+CALLS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "props": ("/props", lambda c: c.props()),
+    "models": ("/models", lambda c: c.models()),
+    "count_tokens": ("/v1/chat/completions/input_tokens", lambda c: c.count_tokens([User("hi")])),
+    "embed": ("/v1/embeddings", lambda c: c.embed(["hi"])),
+    "rerank": ("/rerank", lambda c: c.rerank("q", ["a"])),
+}
+
+# What the server does after reading a request: send these bytes, then (None) close, or hold the
+# connection open without another byte ("hold").
+Answer = tuple[bytes, str | None]
+
+
+def head(status: int, length: int, reason: str = "OK") -> bytes:
+    return (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+
+class RawServer:
+    """Answers every request with `answer(path)`; `asked` lists the paths asked, in order."""
+
+    def __init__(self, answer: Callable[[str], Answer]) -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                more = conn.recv(65536)
+                if not more:
+                    return
+                data += more
+            top, _, rest = data.partition(b"\r\n\r\n")
+            lines = top.decode("latin-1").split("\r\n")
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value)
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            path = lines[0].split(" ")[1].split("?")[0]
+            self.asked.append(path)
+            raw, then = self.answer(path)
+            try:
+                conn.sendall(raw)
+                if then == "hold":
+                    self.release.wait(30)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.release.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[str], Answer]], RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(answer: Callable[[str], Answer]) -> RawServer:
+        servers.append(RawServer(answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(params=list(CLIENTS))
+def client_class(request: pytest.FixtureRequest) -> Any:
+    return CLIENTS[request.param]
+
+
+@pytest.fixture(params=list(CALLS))
+def call(request: pytest.FixtureRequest) -> tuple[str, Callable[[Any], Any]]:
+    return CALLS[request.param]
+
+
+def run(client_class: Any, url: str, do: Callable[[Any], Any]) -> Any:
+    limits = Limits(
+        retries=2,
+        retry_base_ms=5,
+        retry_max_ms=10,
+        connect_timeout=2.0,
+        wait_timeout=2.0,
+        stall_timeout=1.0,
+        load_timeout=2.0,
+    )
+    cfg = Config(InferConfig(url=url), limits)
+    if client_class in (llamafast.Client, llamafast.pure.Client):
+        with client_class(cfg) as client:
+            return do(client)
+
+    async def main() -> Any:
+        async with client_class(cfg) as client:
+            return await do(client)
+
+    return asyncio.run(main())
+
+
+def fail(client_class: Any, url: str, do: Callable[[Any], Any]) -> BaseException:
+    with pytest.raises(Exception) as info:  # noqa: PT011 - each test names the one it expects
+        run(client_class, url, do)
+    return info.value
+
+
+def asked_once(server: RawServer, path: str) -> None:
+    assert server.asked.count(path) == 1, server.asked
+
+
+def test_an_answer_cut_inside_its_body_is_protocol_error_never_sent_again(
+    serve: Any, client_class: Any, call: tuple[str, Callable[[Any], Any]]
+) -> None:
+    path, do = call
+    server = serve(lambda p: (head(200, 100) + b'{"only": "part', None))
+    err = fail(client_class, server.url, do)
+    assert type(err) is ProtocolError, repr(err)
+    assert path in str(err) and "ended before its body did" in str(err)
+    asked_once(server, path)
+
+
+def test_an_answer_that_stops_coming_is_stalled_never_sent_again(
+    serve: Any, client_class: Any, call: tuple[str, Callable[[Any], Any]]
+) -> None:
+    path, do = call
+    server = serve(lambda p: (head(200, 100) + b'{"only": "part', "hold"))
+    started = time.monotonic()
+    err = fail(client_class, server.url, do)
+    assert type(err) is StalledError, repr(err)
+    assert path in str(err)
+    assert time.monotonic() - started < 25  # a bound, not the server's 30 s hold
+    asked_once(server, path)
+
+
+def test_an_answer_longer_than_its_limit_is_refused_not_cut(serve: Any, client_class: Any) -> None:
+    # /props may hold MAX_SLOTS_BODY bytes: one more is not a /props answer
+    body = json.dumps(PROPS).encode()
+    body += b" " * (MAX_SLOTS_BODY + 1 - len(body))
+    server = serve(lambda p: (head(200, len(body)) + body, None))
+    err = fail(client_class, server.url, lambda c: c.props())
+    assert type(err) is ProtocolError, repr(err)
+    assert f"longer than {MAX_SLOTS_BODY} bytes" in str(err)
+    asked_once(server, "/props")
+
+
+def test_an_error_answer_with_a_long_body_is_its_http_error(
+    serve: Any, client_class: Any, call: tuple[str, Callable[[Any], Any]]
+) -> None:
+    path, do = call
+    body = json.dumps({"error": {"code": 500, "message": "x" * (1 << 20)}}).encode()
+    server = serve(lambda p: (head(500, len(body), "Internal Server Error") + body, None))
+    err = fail(client_class, server.url, do)
+    assert type(err) is HttpError and err.status == 500, repr(err)
+    asked_once(server, path)
+
+
+def test_a_connection_refused_before_any_answer_is_retried(
+    client_class: Any, call: tuple[str, Callable[[Any], Any]]
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, not listening: refused
+        err = fail(client_class, url, call[1])
+    assert type(err) is ConnectError, repr(err)
