@@ -147,3 +147,12 @@ def test_router_unknown_model_is_an_error_naming_it(make: Any, router: str) -> N
     with pytest.raises(ValueError, match="'nope'"):
         call(client, "unload_model", "nope")
 
+
+def test_router_slots_are_the_loaded_model_s(make: Any, router: str) -> None:
+    # A router answers /slots only for a model: the client asks for the body's model's slots.
+    client = make(config(router, model="tiny-a", wait_for_slot=False))
+    call(client, "load_model", "tiny-a")
+    with pytest.raises(ValueError, match=f"slot {SLOTS}"):  # slots 0 and 1 only
+        call(client, "complete", ChatRequest(SLOTS, [User("hi")]))
+    done = call(client, "complete", ChatRequest(SLOTS - 1, [User("hi")]))  # free: no BusyError
+    assert done.finish_reason is not None

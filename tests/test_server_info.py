@@ -18,6 +18,7 @@ import llamafast
 import llamafast.pure
 from _server import ReplayServer, Reply
 from llamafast import (
+    BusyError,
     ChatRequest,
     Config,
     ContextOverflowError,
@@ -98,6 +99,7 @@ class Fake:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, str], Callable[[Any], tuple[int, Any]]] = {}
         self.log: list[tuple[str, str, Any]] = []
+        self.queries: list[str] = []  # the paths asked with a query, query and all
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -109,7 +111,9 @@ class Fake:
                 body = json.loads(raw) if raw else None
                 path = self.path.split("?")[0]
                 fake.log.append((method, path, body))
-                route = fake.routes.get((method, path))
+                if "?" in self.path:
+                    fake.queries.append(self.path)
+                route = fake.routes.get((method, self.path), fake.routes.get((method, path)))
                 status, value = (404, {"error": {"code": 404, "message": "File Not Found"}})
                 if route is not None:
                     status, value = route(body)
@@ -419,3 +423,70 @@ def test_unload_model_of_a_model_not_running_is_no_error(
     fake.routes[("GET", "/models")] = lambda _: (200, router_models({"a": "unloaded"}))
     call(make(config(fake.url)), "unload_model", "a")
     assert fake.asked("/models/unload") == 1
+
+
+# --- a router's slots: asked per model ------------------------------------------------------
+
+# A router answers GET /slots only for a model (`?model=`), and asking loads that model.
+MODEL_MISSING = {
+    "error": {
+        "code": 400,
+        "message": "model name is missing from the request",
+        "type": "invalid_request_error",
+    }
+}
+
+
+def slots(*busy: bool) -> list[dict[str, Any]]:
+    return [{"id": i, "n_ctx": 256, "is_processing": b} for i, b in enumerate(busy)]
+
+
+@pytest.fixture
+def router(fake: Fake) -> Fake:
+    fake.routes[("GET", "/slots")] = lambda _: (400, MODEL_MISSING)
+    fake.routes[("GET", "/models")] = lambda _: (
+        200,
+        router_models({"a": "loaded", "b": "unloaded"}),
+    )
+    fake.routes[("GET", "/slots?model=a")] = lambda _: (200, slots(True, True))
+    fake.routes[("GET", "/slots?model=b")] = lambda _: (500, {"error": {"message": "loads b"}})
+    return fake
+
+
+def test_a_router_is_asked_for_the_slots_of_the_request_s_model(
+    make: Callable[[Config], Any], router: Fake
+) -> None:
+    client = make(config(router.url, wait_for_slot=False))
+    with pytest.raises(BusyError):
+        complete(client, ChatRequest(None, [User("hi")], model="a"))
+    assert "/slots?model=a" in router.queries
+    assert router.asked("/v1/chat/completions") == 0
+
+
+def test_a_router_s_slots_are_those_of_the_config_s_model(
+    make: Callable[[Config], Any], router: Fake
+) -> None:
+    client = make(Config(InferConfig(url=router.url, model="a"), Limits(**FAST)))
+    with pytest.raises(ValueError, match="slot 5"):
+        complete(client, ChatRequest(5, [User("hi")]))
+    assert "/slots?model=a" in router.queries
+
+
+def test_a_router_s_model_not_loaded_has_no_busy_slot_and_is_not_loaded_by_asking(
+    make: Callable[[Config], Any], router: Fake
+) -> None:
+    client = make(config(router.url, wait_for_slot=False))
+    out, _ = complete(client, ChatRequest(None, [User("hi")], model="b"))
+    assert out.content == "ok"
+    assert "/slots?model=b" not in router.queries
+
+
+def test_a_model_name_is_quoted_in_the_slots_query(
+    make: Callable[[Config], Any], router: Fake
+) -> None:
+    router.routes[("GET", "/models")] = lambda _: (200, router_models({"org/m v1": "loaded"}))
+    router.routes[("GET", "/slots?model=org%2Fm%20v1")] = lambda _: (200, slots(False, True))
+    client = make(config(router.url, wait_for_slot=False))
+    out, _ = complete(client, ChatRequest(0, [User("hi")], model="org/m v1"))
+    assert out.content == "ok"
+    assert "/slots?model=org%2Fm%20v1" in router.queries
