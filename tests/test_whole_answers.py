@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
+from _hostile import HostileServer, Script, answer
 from llamafast import (
     Config,
     ConnectError,
@@ -29,6 +29,7 @@ from llamafast import (
     User,
 )
 from llamafast._client_core import MAX_SLOTS_BODY
+from llamafast._serve import raw_response
 
 CLIENTS = {
     "sync": llamafast.Client,
@@ -47,81 +48,22 @@ CALLS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "rerank": ("/rerank", lambda c: c.rerank("q", ["a"])),
 }
 
-# What the server does after reading a request: send these bytes, then (None) close, or hold the
-# connection open without another byte ("hold").
-Answer = tuple[bytes, str | None]
-
-
-def head(status: int, length: int, reason: str = "OK") -> bytes:
-    return (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {length}\r\nConnection: close\r\n\r\n"
-    ).encode()
-
-
-class RawServer:
-    """Answers every request with `answer(path)`; `asked` lists the paths asked, in order."""
-
-    def __init__(self, answer: Callable[[str], Answer]) -> None:
-        self.answer = answer
-        self.asked: list[str] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.release = threading.Event()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                more = conn.recv(65536)
-                if not more:
-                    return
-                data += more
-            top, _, rest = data.partition(b"\r\n\r\n")
-            lines = top.decode("latin-1").split("\r\n")
-            length = 0
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            path = lines[0].split(" ")[1].split("?")[0]
-            self.asked.append(path)
-            raw, then = self.answer(path)
-            try:
-                conn.sendall(raw)
-                if then == "hold":
-                    self.release.wait(30)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self.release.set()
-        self.listener.close()
+# An answer whose head promises 100 bytes of body, and the first 14 of them.
+PARTIAL = raw_response(200, "OK", b'{"only": "part' + b" " * 86)[:-86]
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[str], Answer]], RawServer]]:
-    servers: list[RawServer] = []
+def serve() -> Iterator[Callable[[str, Script], HostileServer]]:
+    """A loopback server answering `path` by a script (the others as llama-server would)."""
+    servers: list[HostileServer] = []
 
-    def start(answer: Callable[[str], Answer]) -> RawServer:
-        servers.append(RawServer(answer))
+    def start(path: str, script: Script) -> HostileServer:
+        servers.append(HostileServer({path: script}).start())
         return servers[-1]
 
     yield start
     for server in servers:
-        server.close()
+        server.stop()
 
 
 @pytest.fixture(params=list(CLIENTS))
@@ -157,20 +99,20 @@ def run(client_class: Any, url: str, do: Callable[[Any], Any]) -> Any:
 
 
 def fail(client_class: Any, url: str, do: Callable[[Any], Any]) -> BaseException:
-    with pytest.raises(Exception) as info:  # noqa: PT011 - each test names the one it expects
+    with pytest.raises(Exception) as info:  # each test names the one it expects
         run(client_class, url, do)
     return info.value
 
 
-def asked_once(server: RawServer, path: str) -> None:
-    assert server.asked.count(path) == 1, server.asked
+def asked_once(server: HostileServer, path: str) -> None:
+    assert server.count(path=path) == 1, [r.path for r in server.requests]
 
 
 def test_an_answer_cut_inside_its_body_is_protocol_error_never_sent_again(
     serve: Any, client_class: Any, call: tuple[str, Callable[[Any], Any]]
 ) -> None:
     path, do = call
-    server = serve(lambda p: (head(200, 100) + b'{"only": "part', None))
+    server = serve(path, answer(PARTIAL))
     err = fail(client_class, server.url, do)
     assert type(err) is ProtocolError, repr(err)
     assert path in str(err) and "ended before its body did" in str(err)
@@ -181,12 +123,12 @@ def test_an_answer_that_stops_coming_is_stalled_never_sent_again(
     serve: Any, client_class: Any, call: tuple[str, Callable[[Any], Any]]
 ) -> None:
     path, do = call
-    server = serve(lambda p: (head(200, 100) + b'{"only": "part', "hold"))
+    server = serve(path, answer(PARTIAL, end="hold"))
     started = time.monotonic()
     err = fail(client_class, server.url, do)
     assert type(err) is StalledError, repr(err)
     assert path in str(err)
-    assert time.monotonic() - started < 25  # a bound, not the server's 30 s hold
+    assert time.monotonic() - started < 25  # a bound, not the server's 60 s life
     asked_once(server, path)
 
 
@@ -194,7 +136,7 @@ def test_an_answer_longer_than_its_limit_is_refused_not_cut(serve: Any, client_c
     # /props may hold MAX_SLOTS_BODY bytes: one more is not a /props answer
     body = json.dumps(PROPS).encode()
     body += b" " * (MAX_SLOTS_BODY + 1 - len(body))
-    server = serve(lambda p: (head(200, len(body)) + body, None))
+    server = serve("/props", answer(raw_response(200, "OK", body)))
     err = fail(client_class, server.url, lambda c: c.props())
     assert type(err) is ProtocolError, repr(err)
     assert f"longer than {MAX_SLOTS_BODY} bytes" in str(err)
@@ -206,7 +148,7 @@ def test_an_error_answer_with_a_long_body_is_its_http_error(
 ) -> None:
     path, do = call
     body = json.dumps({"error": {"code": 500, "message": "x" * (1 << 20)}}).encode()
-    server = serve(lambda p: (head(500, len(body), "Internal Server Error") + body, None))
+    server = serve(path, answer(raw_response(500, "Internal Server Error", body)))
     err = fail(client_class, server.url, do)
     assert type(err) is HttpError and err.status == 500, repr(err)
     asked_once(server, path)
