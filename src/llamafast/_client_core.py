@@ -867,8 +867,7 @@ class RequestCore:
                 parts: list[bytes] = []
                 yield from self._read_body(conn, parts, limit, rest_by, what, seconds)
             else:
-                text = yield from self._courtesy_body(conn, rest_by, what, seconds)
-                parts = [text.encode("utf-8")]
+                parts = [(yield from self._courtesy_body(conn, rest_by, what, seconds))]
         except Exception:
             yield Close(conn)
             raise
@@ -1022,7 +1021,8 @@ class RequestCore:
                 if status == 200 and content_type.startswith("text/event-stream"):
                     self.conn = conn
                     return
-                text = yield from self._courtesy_body(conn, rest, what, limits.stall_timeout)
+                body = yield from self._courtesy_body(conn, rest, what, limits.stall_timeout)
+                text = body.decode("utf-8", "replace")
             except Exception:
                 yield Close(conn)
                 raise
@@ -1059,7 +1059,7 @@ class RequestCore:
             yield Receive(conn, until)
         return True
 
-    def _courtesy_body(self, conn: Any, until: float, what: str, seconds: float) -> Phase[str]:
+    def _courtesy_body(self, conn: Any, until: float, what: str, seconds: float) -> Phase[bytes]:
         """An answer's body that only explains it (an error answer's): what came of its first
         MAX_ERROR_BODY bytes by `until`; a failure to read it is not the error."""
         parts: list[bytes] = []
@@ -1068,7 +1068,7 @@ class RequestCore:
         except (OSError, ProtocolError):
             parts += conn.early
             conn.early = []
-        return b"".join(parts)[:MAX_ERROR_BODY].decode("utf-8", "replace")
+        return b"".join(parts)[:MAX_ERROR_BODY]
 
     # --- the stream ----------------------------------------------------------------------------
 
