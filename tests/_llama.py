@@ -56,13 +56,19 @@ def health(port: int) -> int | None:
         conn.close()
 
 
-@contextmanager
-def serve(*args: str, port: int | None = None) -> Iterator[str]:
+def serve(*args: str, port: int | None = None) -> AbstractContextManager[str]:
     """llama-server with `args` (the model, or a models folder, among them) on `port` (a free one
     when None), as its base URL once it is healthy; its output is shown if it never is."""
     port = free_port() if port is None else port
     cmd = [BINARY, *args, "--host", "127.0.0.1", "--port", str(port), "--jinja"]
     cmd += shlex.split(os.environ.get("LLAMAFAST_LLAMA_SERVER_ARGS", ""))
+    return running(cmd, port)
+
+
+@contextmanager
+def running(cmd: list[str], port: int) -> Iterator[str]:
+    """llama-server started as `cmd` (which makes it listen on loopback `port`), as its base URL
+    once `/health` answers 200; its output is shown if it never does."""
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -75,12 +81,19 @@ def serve(*args: str, port: int | None = None) -> Iterator[str]:
                 time.sleep(0.2)
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
+    """Ends llama-server. Its SIGTERM handler takes the task queue's lock, so a signal that lands
+    while the main thread holds that lock deadlocks the server for good: after `grace` seconds
+    it is killed."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 SLOTS = 2

@@ -16,7 +16,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -489,7 +488,7 @@ def test_odd_messages_still_get_an_answer(messages: Any) -> None:
     "(a GGUF file) to run against a real llama-server",
 )
 def test_the_readme_command_line_gives_what_the_examples_need() -> None:
-    from _llama import free_port, health
+    from _llama import free_port, running
 
     (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
     args = shlex.split(line.replace("\\\n", " "))
@@ -497,20 +496,11 @@ def test_the_readme_command_line_gives_what_the_examples_need() -> None:
     args[0] = os.environ["LLAMAFAST_LLAMA_SERVER"]
     args[args.index("model.gguf")] = os.environ["LLAMAFAST_TEST_MODEL"]
     args[args.index("--port") + 1] = str(port)
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            while health(port) != 200:
-                assert proc.poll() is None, "llama-server refused the README's command line"
-                select.select([], [], [], 0.2)
-            url = f"http://127.0.0.1:{port}"
-            for mod in (llamafast, llamafast.pure):
-                client = mod.Client(Config(InferConfig(url=url), Limits(max_tokens=24)))
+    with running(args, port) as url:
+        for mod in (llamafast, llamafast.pure):
+            with mod.Client(Config(InferConfig(url=url), Limits(max_tokens=24))) as client:
                 # slot 1 exists (-np 2: the asyncio example), and the reasoning comes apart
                 # from the answer (--jinja, --reasoning-format deepseek)
                 done = client.complete(ChatRequest(1, [User("Hi")], thinking=True))
-                assert done.reasoning_content
-                assert done.finish_reason is not None
-        finally:
-            proc.terminate()
-            proc.wait(30)
+            assert done.reasoning_content
+            assert done.finish_reason is not None

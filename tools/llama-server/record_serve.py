@@ -144,8 +144,14 @@ def main() -> int:
                     (out / f"{name}.request.json").write_bytes(body)
                 print(name, raw.split(b"\r\n", 1)[0].decode(), len(raw), flush=True)
         finally:
+            # llama-server's SIGTERM handler takes its task queue's lock and deadlocks when the
+            # signal lands while the main thread holds it: kill it after a grace period
             proc.terminate()
-            proc.wait(30)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     return 0
 
 
