@@ -18,9 +18,8 @@ def test_a_server_that_never_ends_on_sigterm_is_killed() -> None:
         "import signal\nimport time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint()\ntime.sleep(60)"
     )
-    proc = subprocess.Popen([sys.executable, "-u", "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    proc.stdout.readline()  # the handler is in place
-    stop(proc, grace=0.2)
+    with subprocess.Popen([sys.executable, "-u", "-c", code], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # the handler is in place
+        stop(proc, grace=0.2)
     assert proc.returncode == -signal.SIGKILL
-    proc.stdout.close()
