@@ -17,7 +17,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError
 
 HERE = Path(__file__).parent
-PKG = HERE / "src" / "llamafast"
+ENGINE = HERE / "src" / "llamafast" / "_engine"  # the twins: each .pyx with its .pxd
 sys.path.insert(0, str(HERE / "_build"))
 from llamafast_backend import (  # noqa: E402
     PURE_ENV,
@@ -48,28 +48,28 @@ def extensions():
     cflags = ["-O3", "-std=c++17"] if os.name != "nt" else ["/O2", "/std:c++17"]
     # One Extension per twin module; the ones whose .pyx is in the tree are built.
     defined = {
-        "_sse_c": Extension("llamafast._sse_c", ["src/llamafast/_sse_c.pyx"]),
+        "_sse_c": Extension("llamafast._engine._sse_c", ["src/llamafast/_engine/_sse_c.pyx"]),
         "_assemble_c": Extension(
-            "llamafast._assemble_c",
-            ["src/llamafast/_assemble_c.pyx", str(sj / "simdjson.cpp")],
+            "llamafast._engine._assemble_c",
+            ["src/llamafast/_engine/_assemble_c.pyx", str(sj / "simdjson.cpp")],
             include_dirs=[str(sj)],
             language="c++",
             extra_compile_args=cflags,
         ),
-        "_chat_c": Extension("llamafast._chat_c", ["src/llamafast/_chat_c.pyx"]),
-        "_http_c": Extension("llamafast._http_c", ["src/llamafast/_http_c.pyx"]),
+        "_chat_c": Extension("llamafast._engine._chat_c", ["src/llamafast/_engine/_chat_c.pyx"]),
+        "_http_c": Extension("llamafast._engine._http_c", ["src/llamafast/_engine/_http_c.pyx"]),
         "_vectors_c": Extension(
-            "llamafast._vectors_c",
-            ["src/llamafast/_vectors_c.pyx", str(sj / "simdjson.cpp")],
+            "llamafast._engine._vectors_c",
+            ["src/llamafast/_engine/_vectors_c.pyx", str(sj / "simdjson.cpp")],
             include_dirs=[str(sj)],
             language="c++",
             extra_compile_args=cflags,
         ),
     }
-    present = [ext for name, ext in defined.items() if (PKG / f"{name}.pyx").exists()]
+    present = [ext for name, ext in defined.items() if (ENGINE / f"{name}.pyx").exists()]
     from Cython.Build import cythonize
 
-    return cythonize(present, include_path=[str(PKG)], compiler_directives={"language_level": 3})
+    return cythonize(present, include_path=[str(ENGINE)], compiler_directives={"language_level": 3})
 
 
 class BuildExt(build_ext):

@@ -21,7 +21,7 @@ REQUIRED = (
     "llamafast/_recordings/tool_call.http",
     "llamafast/_recordings/serve/props.http",  # what `llamafast serve` answers with
     # the extension modules' stubs (both kinds: a type checker reads them for either twin)
-    *(f"llamafast/{ext}.pyi" for ext in EXTENSIONS),
+    *(f"llamafast/_engine/{ext}.pyi" for ext in EXTENSIONS),
 )
 SOURCES = (".pyx", ".pxd", ".c", ".cpp", ".h", ".hpp")
 COMPILED = (".so", ".pyd", ".dylib", ".dll")

@@ -34,7 +34,7 @@ from typing import Any
 
 import llamafast.pure
 from llamafast import ToolCall
-from llamafast._partial_json import PartialJson
+from llamafast._engine._partial_json import PartialJson
 
 PIECES = 3_000
 SIZE = 100_000
@@ -132,7 +132,7 @@ def table(rounds: int) -> list[tuple[str, float]]:
         ("assembler (python): push only", lambda: assembler(py, payloads, False)),
     ]
     try:
-        from llamafast._assemble_c import Assembler as Cy
+        from llamafast._engine._assemble_c import Assembler as Cy
 
         rows += [
             ("assembler (cython): push + partial_arguments", lambda: assembler(Cy, payloads, True)),

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from llamafast import _twins
+from llamafast._engine import _twins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "embed"))
 from bodies import body, vectors

@@ -40,9 +40,11 @@ def twins() -> dict[str, types.SimpleNamespace]:
     for name, module in C_MODULES.items():
         setattr(pure, name, getattr(llamafast.pure, name))
         try:
-            setattr(cython, name, getattr(importlib.import_module(f"llamafast.{module}"), name))
+            setattr(
+                cython, name, getattr(importlib.import_module(f"llamafast._engine.{module}"), name)
+            )
         except (ImportError, AttributeError):
-            cython.missing[name] = f"not built (llamafast.{module})"
+            cython.missing[name] = f"not built (llamafast._engine.{module})"
     return {"python": pure, "cython": cython}
 
 

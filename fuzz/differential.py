@@ -90,7 +90,7 @@ def setup() -> None:
     import _sse_feed
     import test_assemble_differential
     import test_http_differential
-    from llamafast import _twins
+    from llamafast._engine import _twins
 
     if _twins.CYTHON is None:
         raise SystemExit(f"fuzz: {_twins.CYTHON_MISSING}: nothing to compare the pure twin with")

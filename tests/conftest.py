@@ -1,7 +1,7 @@
 """One fixture over the implementations, in the manner of multidict's tests/conftest.py.
 
-`impl` is one twin from `llamafast._twins` (`PURE` or `CYTHON`): its IMPLEMENTATION and every
-twinned name (SseDecoder, Events, iter_events, aiter_events, Assembler, ChatStream,
+`impl` is one twin from `llamafast._engine._twins` (`PURE` or `CYTHON`): its IMPLEMENTATION and
+every twinned name (SseDecoder, Events, iter_events, aiter_events, Assembler, ChatStream,
 AsyncChatStream, aiter_chat, and the transport's ResponseParser, Receiver, Sink). Every test
 that takes it runs against the pure twin and, when it is built, the Cython twin.
 `--no-c-extensions` or LLAMAFAST_NO_EXTENSIONS=1 skip the Cython runs; with
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from llamafast import _twins
+from llamafast._engine import _twins
 
 # CI replays the same examples every run (no flaky red from a new random draw); locally each run
 # explores new ones. Select with HYPOTHESIS_PROFILE=ci.

@@ -445,7 +445,7 @@ EVENTS = [
 def test_fast_built_events_are_the_same_objects(
     c_impl: types.SimpleNamespace, cls: type, args: tuple[Any, ...]
 ) -> None:
-    from llamafast import _assemble_c  # its internals: the fast event constructors
+    from llamafast._engine import _assemble_c  # its internals: the fast event constructors
 
     assert _assemble_c.FAST_EVENTS == (True, True, True, True)  # the fast path is in use
     fast = _assemble_c._build_event(cls, args)

@@ -42,8 +42,8 @@ from llamafast._client_core import (
     WaitTurn,
     read_slots,
 )
+from llamafast._engine._http_py import Receiver, ResponseParser
 from llamafast._errors import HandshakeTimeout
-from llamafast._http_py import Receiver, ResponseParser
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,8 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import Config, InferConfig, Limits, _twins
+from llamafast import Config, InferConfig, Limits
+from llamafast._engine import _twins
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(llamafast.__file__).resolve().parent  # the installed package's .py files
@@ -43,7 +44,7 @@ def _words(text: str) -> str:
 def _attribute_docstrings() -> dict[str, str]:
     """Module-level `NAME = value` (or `NAME: T = value`) followed by a string, in the package."""
     found: dict[str, str] = {}
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         body = ast.parse(path.read_text(encoding="utf-8")).body
         for stmt, nxt in itertools.pairwise(body):
             targets = (
@@ -205,6 +206,6 @@ def test_the_cython_twin_shows_its_real_signature(
 ) -> None:
     # Without `# cython: embedsignature=True` a Cython class shows no parameters at all (help()
     # and inspect give `*args, **kwargs`): the directive writes them into the docstring.
-    c_obj = getattr(importlib.import_module(f"llamafast.{c_module}"), name)
-    py_obj = getattr(importlib.import_module(f"llamafast.{py_module}"), name)
+    c_obj = getattr(importlib.import_module(f"llamafast._engine.{c_module}"), name)
+    py_obj = getattr(importlib.import_module(f"llamafast._engine.{py_module}"), name)
     assert _shown(c_obj) == _pure(py_obj)

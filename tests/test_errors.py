@@ -259,12 +259,12 @@ def test_every_exception_class_lives_in_errors() -> None:
 @pytest.mark.parametrize(
     ("module", "name"),
     [
-        ("llamafast._sse_py", "CancelledReadError"),
-        ("llamafast._http_py", "HttpParseError"),
-        ("llamafast._partial_json", "JsonFault"),
-        ("llamafast._sse_py", "busy_error"),
-        ("llamafast._sse_py", "uninitialised_error"),
-        ("llamafast._assemble_py", "busy_error"),
+        ("llamafast._engine._sse_py", "CancelledReadError"),
+        ("llamafast._engine._http_py", "HttpParseError"),
+        ("llamafast._engine._partial_json", "JsonFault"),
+        ("llamafast._engine._sse_py", "busy_error"),
+        ("llamafast._engine._sse_py", "uninitialised_error"),
+        ("llamafast._engine._assemble_py", "busy_error"),
     ],
 )
 def test_the_old_import_locations_still_work(module: str, name: str) -> None:

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from _server import dechunk, split
-from llamafast import TruncatedError, _twins
+from llamafast import TruncatedError
+from llamafast._engine import _twins
 from llamafast._errors import HttpParseError
 
 PureParser = _twins.PURE.ResponseParser

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamafast import LlamafastError, TruncatedError
-from llamafast._http_py import HttpParseError
+from llamafast._engine._http_py import HttpParseError
 
 HTTP = Path(__file__).resolve().parent.parent / "fixtures" / "http"
 RECORDINGS = {p.stem: p.read_bytes() for p in sorted(HTTP.glob("*.http"))}

@@ -32,8 +32,8 @@ from llamafast import (
     ProtocolError,
     TruncatedError,
     User,
-    _twins,
 )
+from llamafast._engine import _twins
 from llamafast._errors import HttpParseError
 
 

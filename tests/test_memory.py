@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     import gc, json, resource, sys, time
 
     impl, mode, size, max_line = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    from llamafast import _twins
+    from llamafast._engine import _twins
 
     twin = _twins.CYTHON if impl == "cython" else _twins.PURE
     ChatStream, Events = twin.ChatStream, twin.Events
@@ -214,7 +214,7 @@ def test_a_long_chunk_is_not_kept(impl: types.SimpleNamespace) -> None:
 MANY = textwrap.dedent(
     r"""
     import json, sys
-    from llamafast import _twins
+    from llamafast._engine import _twins
 
     Assembler = (_twins.CYTHON if sys.argv[1] == "cython" else _twins.PURE).Assembler
 

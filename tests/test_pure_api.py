@@ -21,11 +21,12 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import DONE, ChatRequest, Config, Done, InferConfig, User, _twins
+from llamafast import DONE, ChatRequest, Config, Done, InferConfig, User
+from llamafast._engine import _twins
 
 # The names each twin defines for itself, and the pure module of each; every other public name
 # is one shared object.
-TWINS = {name: f"llamafast.{_twins.STEMS[name]}_py" for name in _twins.PUBLIC}
+TWINS = {name: f"llamafast._engine.{_twins.STEMS[name]}_py" for name in _twins.PUBLIC}
 OWN = {"IMPLEMENTATION", "pure"}  # differ by design: which twin runs, and the module itself
 CLIENTS = {"Client", "AsyncClient"}  # pure's are the top level's run on the pure twins
 
@@ -59,7 +60,7 @@ def test_the_twins_of_pure_are_the_pure_ones() -> None:
 
 
 def test_the_clients_of_pure_run_on_the_pure_twins_only() -> None:
-    from llamafast import _http_py
+    from llamafast._engine import _http_py
 
     for name in CLIENTS:
         pure, top = getattr(llamafast.pure, name), getattr(llamafast, name)

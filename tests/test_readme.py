@@ -157,7 +157,7 @@ def test_the_readme_links_to_pages_that_exist() -> None:
 
 def test_every_rule_the_code_cites_exists() -> None:
     cited = 0
-    for path in [*ROOT.glob("src/llamafast/*"), *ROOT.glob("tests/*"), *DOCS.glob("*"), README]:
+    for path in [*ROOT.glob("src/llamafast/**/*"), *ROOT.glob("tests/*"), *DOCS.glob("*"), README]:
         if path.suffix not in SOURCES:
             continue
         text = path.read_text(encoding="utf-8")

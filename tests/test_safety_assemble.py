@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from llamafast import Completion, Content, ProtocolError, Reasoning, ToolCallDelta, _twins
+from llamafast import Completion, Content, ProtocolError, Reasoning, ToolCallDelta
+from llamafast._engine import _twins
 
 ID = "chatcmpl-safe"
 BUSY = (

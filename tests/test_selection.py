@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import llamafast
-from llamafast import _twins
+from llamafast._engine import _twins
 
 PUBLIC_TWINS = _twins.PUBLIC
 
@@ -32,7 +32,7 @@ def run(code: str, **env: str) -> str:
 
 def c_twin_built() -> bool:
     """Whether `_twins` finds the whole Cython twin in a fresh interpreter with no switch set."""
-    return run("from llamafast import _twins; print(_twins.CYTHON is not None)") == "True"
+    return run("from llamafast._engine import _twins; print(_twins.CYTHON is not None)") == "True"
 
 
 def test_the_cython_twin_is_the_default_when_it_is_built() -> None:
@@ -41,14 +41,14 @@ def test_the_cython_twin_is_the_default_when_it_is_built() -> None:
             pytest.fail("the Cython twin is not built, and LLAMAFAST_REQUIRE_EXTENSIONS is set")
         pytest.skip("the Cython twin is not built")
     out = run("import llamafast; print(llamafast.IMPLEMENTATION, llamafast.Assembler.__module__)")
-    assert out == "cython llamafast._assemble_c"
+    assert out == "cython llamafast._engine._assemble_c"
     # Every twinned name, the transport's too: the Cython one, from its `_c` module.
     out = run(
-        "from llamafast import _twins\n"
+        "from llamafast._engine import _twins\n"
         "assert _twins.SELECTED is _twins.CYTHON, _twins.SELECTED\n"
         "print(sorted({o.__module__ for _, o in _twins.SELECTED}))"
     )
-    assert out == str(sorted(f"llamafast.{stem}_c" for stem in set(_twins.STEMS.values())))
+    assert out == str(sorted(f"llamafast._engine.{stem}_c" for stem in set(_twins.STEMS.values())))
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
@@ -57,7 +57,7 @@ def test_the_switch_selects_the_pure_twin(value: str) -> None:
         "import llamafast; print(llamafast.IMPLEMENTATION, llamafast.Assembler.__module__)",
         LLAMAFAST_NO_EXTENSIONS=value,
     )
-    assert out == "python llamafast._assemble_py"
+    assert out == "python llamafast._engine._assemble_py"
 
 
 def test_switch_set_to_zero_or_empty_does_not_force_pure() -> None:
@@ -89,7 +89,7 @@ def _pure_copy(tmp_path: Path, broken: bool = False) -> Path:
     )
     if broken:
         suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-        (pkg / f"_sse_c{suffix}").write_bytes(b"not a shared library")
+        (pkg / "_engine" / f"_sse_c{suffix}").write_bytes(b"not a shared library")
     return tmp_path
 
 

@@ -39,7 +39,7 @@ from llamafast import (
     SseTimeoutError,
     TruncatedError,
 )
-from llamafast._sse_py import MAX_LINE
+from llamafast._engine._sse_py import MAX_LINE
 
 BOM = b"\xef\xbb\xbf"
 M = 16  # the max_line of the length cases

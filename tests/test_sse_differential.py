@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llamafast
-from llamafast import _twins
+from llamafast._engine import _twins
 from llamafast._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
 
 if _twins.CYTHON is None:

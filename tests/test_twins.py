@@ -1,5 +1,5 @@
-"""One boundary between the twins: `llamafast._twins` lists every twinned name with the module
-pair that defines it, and holds the pure twin, the Cython twin (or why it is missing) and the
+"""One boundary between the twins: `llamafast._engine._twins` lists every twinned name with the
+module pair that defines it, and holds the pure twin, the Cython twin (or why it is missing) and the
 one the package exports. Nothing else picks a twin by module name."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast import _compat, _twins
+from llamafast._engine import _compat, _twins
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tests that read the package's sources (not the installed package) need the source tree;
@@ -32,14 +32,14 @@ def test_the_public_names_are_twinned_names() -> None:
 
 @pytest.mark.parametrize("name", sorted(_twins.STEMS))
 def test_the_pure_twin_of_each_name_is_its_py_module_s(name: str) -> None:
-    module = importlib.import_module(f"llamafast.{_twins.STEMS[name]}_py")
+    module = importlib.import_module(f"llamafast._engine.{_twins.STEMS[name]}_py")
     assert getattr(_twins.PURE, name) is getattr(module, name)
     assert getattr(_twins.PURE, name).__module__ == module.__name__
 
 
 @pytest.mark.parametrize("name", sorted(_twins.STEMS))
 def test_the_cython_twin_of_each_name_is_its_c_module_s(c_impl: _twins.Twin, name: str) -> None:
-    module = importlib.import_module(f"llamafast.{_twins.STEMS[name]}_c")
+    module = importlib.import_module(f"llamafast._engine.{_twins.STEMS[name]}_c")
     assert getattr(c_impl, name) is getattr(module, name)
     assert c_impl is _twins.CYTHON and c_impl.IMPLEMENTATION == "cython"
 
@@ -81,14 +81,14 @@ def test_no_other_module_picks_a_twin_by_module_name() -> None:
     # not a choice between the twins. The lines allowed say so with "internals".
     found = []
     for top in ("src/llamafast", "tests"):
-        for path in sorted((ROOT / top).glob("*.py")):
+        for path in sorted((ROOT / top).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
             if rel in BEING_REWRITTEN or path.name in DECIDE:
                 continue
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if PICKS.search(line) and "internals" not in line:
                     found.append(f"{rel}:{number}: {line.strip()}")
-    assert not found, "read llamafast._twins instead:\n" + "\n".join(found)
+    assert not found, "read llamafast._engine._twins instead:\n" + "\n".join(found)
 
 
 # --- the twins read side by side: the assembler's steps ----------------------------------------
@@ -99,7 +99,7 @@ STEPS = ["_fold", "_delta", "_tool_calls", "_commit"]
 @needs_sources
 def test_the_pure_assembler_has_the_cython_assembler_s_steps_in_its_order() -> None:
     # The Cython twin's cdef functions, in the order its source defines them...
-    source = (ROOT / "src/llamafast/_assemble_c.pyx").read_text(encoding="utf-8")
+    source = (ROOT / "src/llamafast/_engine/_assemble_c.pyx").read_text(encoding="utf-8")
     defined = re.findall(r"^cdef \w+ (_\w+)\(", source, flags=re.MULTILINE)
     assert [name for name in defined if name in STEPS] == STEPS
     # ...are the pure twin's methods, in the same order.
@@ -116,14 +116,14 @@ def test_each_extension_module_has_a_stub_with_its_twinned_names(stem: str) -> N
     # .ci/stubtest.py checks each stub against both twins; here, that it is there and declares
     # every name `_twins` puts in that module pair (so a name moved to another pair moves in
     # its stub too).
-    stub = ROOT / "src/llamafast" / f"{stem}_c.pyi"
+    stub = ROOT / "src/llamafast/_engine" / f"{stem}_c.pyi"
     declared = {
         node.name
         for node in ast.parse(stub.read_text(encoding="utf-8")).body
         if isinstance(node, ast.ClassDef | ast.FunctionDef)
     }
     assert {name for name, s in _twins.STEMS.items() if s == stem} <= declared
-    public = importlib.import_module(f"llamafast.{stem}_py").__all__
+    public = importlib.import_module(f"llamafast._engine.{stem}_py").__all__
     assert ast.literal_eval(_assigned(stub, "__all__")) == public
 
 

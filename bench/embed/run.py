@@ -140,7 +140,7 @@ def decode_only(dims: list[int], rounds: int) -> None:
     sys.path.insert(0, str(HERE))
     from bodies import body, vectors
 
-    from llamafast import _twins
+    from llamafast._engine import _twins
 
     print("\nDecoding only (the same 64-vector bodies), CPU ms per 1,000 vectors")
     print("| dims | json.loads | llamafast numbers | ratio | llamafast base64 | base64+numpy |")

@@ -27,7 +27,7 @@ else:
         import importlib
 
         pure = importlib.import_module(".pure", __name__)
-        twins = importlib.import_module("._twins", __name__)
+        twins = importlib.import_module("._engine._twins", __name__)
         names = globals()
         names.update((name, getattr(pure, name)) for name in pure.__all__)
         names.update((name, getattr(twins.SELECTED, name)) for name in twins.PUBLIC)

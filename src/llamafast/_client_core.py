@@ -22,9 +22,9 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from . import _twins
-from ._chat_py import _CLOSED, _NOT_ENDED  # ChatStream's words, for the same states
 from ._config import Config, Limits
+from ._engine import _twins
+from ._engine._chat_py import _CLOSED, _NOT_ENDED  # ChatStream's words, for the same states
 from ._errors import (
     BusyError,
     ConnectError,

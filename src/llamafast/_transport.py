@@ -22,8 +22,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from . import _twins
 from ._client_core import Target, Ticket, WaitTurn
+from ._engine import _twins
 from ._errors import HandshakeTimeout
 
 __all__ = [

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from ._engine._partial_json import locate
+from ._engine._strict_json import parse as strict_parse
 from ._errors import ProtocolError, cut
-from ._partial_json import locate
-from ._strict_json import parse as strict_parse
 
 __all__ = [
     "DONE",
@@ -477,12 +477,12 @@ def _rows_export() -> type:
     """The base that gives `Embeddings` the buffer protocol on Python 3.11, where a class written
     in Python cannot export a buffer (`__buffer__` is 3.12's, PEP 688): the Cython twin's
     `_RowsExport`, unless the extensions are not built or not wanted (then `e.view` only)."""
-    from ._switch import NO_EXTENSIONS
+    from ._engine._switch import NO_EXTENSIONS
 
     if sys.version_info >= (3, 12) or NO_EXTENSIONS:
         return object
     try:
-        from ._vectors_c import _RowsExport as rows_export  # type: ignore[attr-defined]
+        from ._engine._vectors_c import _RowsExport as rows_export  # type: ignore[attr-defined]
     except ImportError:
         return object
     return rows_export  # type: ignore[no-any-return]

@@ -10,9 +10,10 @@ pure twins only (the response parser, the arrival path and the Sink).
 from typing import TYPE_CHECKING
 
 # This module itself: `llamafast.pure.pure`, as the top level has `llamafast.pure`.
-from . import _aclient, _client, _twins, pure
+from . import _aclient, _client, pure
 from ._body import build_body
 from ._config import Config, InferConfig, Limits
+from ._engine import _twins
 from ._errors import (
     BusyError,
     CancelledReadError,
@@ -74,9 +75,9 @@ from ._values import (
 # The twins: the pure one of every public twinned name, as `_twins` lists them (a type checker
 # reads the same objects from their modules).
 if TYPE_CHECKING:
-    from ._assemble_py import Assembler
-    from ._chat_py import AsyncChatStream, ChatStream, aiter_chat
-    from ._sse_py import Events, SseDecoder, aiter_events, iter_events
+    from ._engine._assemble_py import Assembler
+    from ._engine._chat_py import AsyncChatStream, ChatStream, aiter_chat
+    from ._engine._sse_py import Events, SseDecoder, aiter_events, iter_events
 else:
     globals().update((name, getattr(_twins.PURE, name)) for name in _twins.PUBLIC)
 

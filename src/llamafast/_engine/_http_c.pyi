@@ -5,7 +5,7 @@ from typing import Any
 
 from typing_extensions import disjoint_base
 
-from llamafast._chat_c import Sink as Sink
+from llamafast._engine._chat_c import Sink as Sink
 from llamafast._errors import HttpParseError as HttpParseError
 from llamafast._limits import BACKLOG as BACKLOG
 from llamafast._limits import BUFFER as BUFFER

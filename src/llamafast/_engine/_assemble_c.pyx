@@ -18,8 +18,8 @@ from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
-from . import _limits
-from ._errors import (
+from .. import _limits
+from .._errors import (
     ProtocolError,
     StreamClosedEarlyError,
     assembler_busy_error,
@@ -31,7 +31,7 @@ from ._strict_json import parse as strict_parse
 
 # The pure twin's public names (the stub, _assemble_c.pyi, declares them for both).
 __all__ = ["Assembler"]
-from ._values import (
+from .._values import (
     Completion,
     Content,
     FinishReason,

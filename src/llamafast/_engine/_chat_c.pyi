@@ -6,7 +6,7 @@ from typing import Any, Self
 
 from typing_extensions import disjoint_base
 
-from llamafast._assemble_c import Assembler
+from llamafast._engine._assemble_c import Assembler
 from llamafast._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]

@@ -17,8 +17,8 @@ from ._assemble_c cimport Assembler
 from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, BoundReader, SseDecoder
 
 from ._assemble_c import PADDING
-from ._errors import CancelledReadError, busy_error, uninitialised_error
-from ._limits import MAX_LINE
+from .._errors import CancelledReadError, busy_error, uninitialised_error
+from .._limits import MAX_LINE
 
 # The pure twin's public names (the stub, _chat_c.pyi, declares them for both).
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]

@@ -10,17 +10,15 @@ from __future__ import annotations
 import _thread
 from typing import Any, Final, Self
 
-from ._errors import (
+from .._errors import (
     ProtocolError,
     StreamClosedEarlyError,
     assembler_busy_error,
     cut,
     http_error,
 )
-from ._limits import COUNT_MAX, MAX_DEPTH  # noqa: F401 (read from here by the tests)
-from ._partial_json import partial_arguments
-from ._strict_json import parse as _parse
-from ._values import (
+from .._limits import COUNT_MAX, MAX_DEPTH  # noqa: F401 (read from here by the tests)
+from .._values import (
     ChatEvent,
     Completion,
     Content,
@@ -33,6 +31,8 @@ from ._values import (
     ToolCallDelta,
     Usage,
 )
+from ._partial_json import partial_arguments
+from ._strict_json import parse as _parse
 
 __all__ = ["Assembler"]
 

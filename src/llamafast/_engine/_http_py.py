@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import HttpParseError, TruncatedError
+from .._limits import BACKLOG, BUFFER
 from ._chat_py import Sink  # the body's bytes to events; re-exported here for the transports
-from ._errors import HttpParseError, TruncatedError
-from ._limits import BACKLOG, BUFFER
 
 __all__ = [
     "BACKLOG",

@@ -1,6 +1,6 @@
 # The SSE reader's C-level API (Cython twin), for the fused ChatStream in _chat_c.pyx.
 #
-#     from llamafast._sse_c cimport SseDecoder, BoundReader, SSE_NEED, SSE_ITEM, SSE_DONE
+#     from llamafast._engine._sse_c cimport SseDecoder, BoundReader, SSE_NEED, SSE_ITEM, SSE_DONE
 #
 #     dec = SseDecoder(max_line)            # validates max_line (ValueError), as the Python class
 #     dec.feed_raw(p, n)                    # append n bytes (copied)

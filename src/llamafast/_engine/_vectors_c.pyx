@@ -26,7 +26,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
-from ._errors import E_MISSING, embedding_error
+from .._errors import E_MISSING, embedding_error
 
 # _values imports this module for _RowsExport (on Python 3.11), so its names are read at first use.
 cdef object Embeddings = None
@@ -35,7 +35,7 @@ cdef object Usage = None
 
 cdef _bind_values():
     global Embeddings, Usage
-    from ._values import Embeddings as embeddings, Usage as usage
+    from .._values import Embeddings as embeddings, Usage as usage
     Embeddings = embeddings
     Usage = usage
 

@@ -17,9 +17,9 @@ from libc.string cimport memchr, memmove
 from ._chat_c cimport Sink as CSink
 
 from ._chat_c import Sink  # the body's bytes to events; re-exported here for the transports
-from ._errors import HttpParseError, TruncatedError
+from .._errors import HttpParseError, TruncatedError
 from ._http_py import parse_head, status_line, too_long
-from ._limits import BACKLOG, BUFFER
+from .._limits import BACKLOG, BUFFER
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
 __all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "Sink", "parse_head"]

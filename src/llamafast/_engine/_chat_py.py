@@ -13,11 +13,11 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from types import TracebackType
 from typing import Any, Self
 
+from .._errors import CancelledReadError, busy_error, uninitialised_error
+from .._limits import MAX_LINE
+from .._values import ChatEvent, Completion
 from ._assemble_py import Assembler
-from ._errors import CancelledReadError, busy_error, uninitialised_error
-from ._limits import MAX_LINE
 from ._sse_py import AsyncPending, Events, Pending, SseDecoder
-from ._values import ChatEvent, Completion
 
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]
 

@@ -12,7 +12,7 @@ import http.client
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any, Final, Self, TypeVar
 
-from ._errors import (
+from .._errors import (
     CancelledReadError,
     LineTooLongError,
     NotUtf8Error,
@@ -24,8 +24,8 @@ from ._errors import (
     cut,
     uninitialised_error,
 )
-from ._limits import MAX_LINE, READ_SIZE, SHOW_BYTES
-from ._values import DONE, SseItem
+from .._limits import MAX_LINE, READ_SIZE, SHOW_BYTES
+from .._values import DONE, SseItem
 
 __all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
 

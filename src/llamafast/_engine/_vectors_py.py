@@ -12,7 +12,7 @@ import json
 import sys
 from array import array
 
-from ._errors import (
+from .._errors import (
     E_BAD_INDEX,
     E_BASE64,
     E_EMPTY,
@@ -28,8 +28,8 @@ from ._errors import (
     E_REPEATED,
     embedding_error,
 )
+from .._values import Embeddings, Usage
 from ._strict_json import _finite_float, _int_in_range, _reject_constant
-from ._values import Embeddings, Usage
 
 __all__ = ["Vectors"]
 

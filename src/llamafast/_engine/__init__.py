@@ -1,0 +1,14 @@
+"""The engine: bytes in, events out, in two twins behind the same names.
+
+Each piece is a module pair, `_<stem>_py.py` (pure Python, always there) and `_<stem>_c.pyx`
+(Cython, with a `.pyi` stub declaring what both offer, and a `.pxd` where another Cython module
+cimports it): `_sse` reads server-sent events, `_assemble` folds chat chunks into events and one
+`Completion`, `_chat` fuses the two (`Sink`, `ChatStream`), `_http` parses the response head
+and its chunked framing, `_vectors` decodes an embeddings answer into one float32 buffer.
+`_partial_json` and `_strict_json` are the JSON readers both twins share. `_twins` decides
+which twin runs (with `_compat` and `_switch`) and is the only module that names a twin's
+module: everything above the engine reads `_twins.SELECTED` or `_twins.PURE`.
+
+Nothing here imports the client, the CLI or the core; the engine imports only the ground floor
+(`llamafast._values`, `_errors`, `_limits`).
+"""
