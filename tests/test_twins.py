@@ -91,6 +91,18 @@ def test_no_other_module_picks_a_twin_by_module_name() -> None:
     assert not found, "read llamafast._engine._twins instead:\n" + "\n".join(found)
 
 
+@needs_sources
+def test_no_cython_module_imports_a_pure_twin() -> None:
+    # What both twins need (the head's rules, the reader contract, the JSON readers) lives in
+    # modules neither twin owns, so each twin stands on its own.
+    found = []
+    for path in sorted((ROOT / "src/llamafast/_engine").glob("_*_c.p[yx][xd]")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\bc?import\b", line) and re.search(r"\b_\w+_py\b", line):
+                found.append(f"{path.name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
 # --- the twins read side by side: the assembler's steps ----------------------------------------
 
 STEPS = ["_fold", "_delta", "_tool_calls", "_commit"]

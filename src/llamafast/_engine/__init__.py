@@ -5,7 +5,9 @@ Each piece is a module pair, `_<stem>_py.py` (pure Python, always there) and `_<
 cimports it): `_sse` reads server-sent events, `_assemble` folds chat chunks into events and one
 `Completion`, `_chat` fuses the two (`Sink`, `ChatStream`), `_http` parses the response head
 and its chunked framing, `_vectors` decodes an embeddings answer into one float32 buffer.
-`_partial_json` and `_strict_json` are the JSON readers both twins share. `_twins` decides
+What both twins need lives in modules neither twin owns, so no `_c` module imports a `_py`
+one: `_partial_json` and `_strict_json` (the JSON readers), `_http_head` (the response head's
+rules), `_reader_contract` (what a caller's reader must return). `_twins` decides
 which twin runs (with `_compat` and `_switch`) and is the only module that names a twin's
 module: everything above the engine reads `_twins.SELECTED` or `_twins.PURE`.
 

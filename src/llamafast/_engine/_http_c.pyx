@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # cython: embedsignature=True
 # Strategy: the pure twin's ResponseParser (_http_py.py), with the body framing and the head's
-# line ends scanned in C over the same fixed buffer. The head is parsed by the pure twin's
-# parse_head (once per response), and every message and state change matches the pure twin's,
+# line ends scanned in C over the same fixed buffer. The head is parsed by _http_head's
+# parse_head (once per response, shared with the pure twin), and every message and state change matches the pure twin's,
 # so both give equal results and raise the same errors for every input however it is split
 # (tests/test_http_differential.py). A fault is latched, not raised, inside the scan, so the
 # body views framed before it are handed out first. Receiver is the pure twin's too, written
@@ -18,7 +18,7 @@ from ._chat_c cimport Sink as CSink
 
 from ._chat_c import Sink  # the body's bytes to events; re-exported here for the transports
 from .._errors import HttpParseError, TruncatedError
-from ._http_py import parse_head, status_line, too_long
+from ._http_head import parse_head, status_line, too_long
 from .._limits import BACKLOG, BUFFER
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
@@ -29,6 +29,7 @@ __all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", 
 # slowed, never stopped.
 cdef Py_ssize_t BACKLOG_BYTES = BACKLOG
 
+# The parser states and framings: _http_head's numbers (parse_head returns them).
 cdef enum:
     HEAD = 0
     SIZE = 1

@@ -6,17 +6,29 @@
 # views into ChatEvents, and Receiver is an asyncio protocol's arrival path: the bytes of each
 # arrival go through the parser into the Sink, and the waiting task is woken once.
 """HTTP/1.1 response head and body framing (chunked, Content-Length, until close), and the
-asyncio arrival path: pure twin."""
+asyncio arrival path: pure twin. The head's rules, which both twins follow, are _http_head's."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from .._errors import HttpParseError, TruncatedError
 from .._limits import BACKLOG, BUFFER
 from ._chat_py import Sink  # the body's bytes to events; re-exported here for the transports
+from ._http_head import (
+    CHUNKED,
+    CLOSE,
+    DATA,
+    DATA_END,
+    DONE,
+    HEAD,
+    SIZE,
+    TRAILER,
+    parse_head,
+    status_line,
+    too_long,
+)
 
 __all__ = [
     "BACKLOG",
@@ -28,12 +40,7 @@ __all__ = [
     "parse_head",
 ]
 
-_HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _DONE = range(6)
-_CHUNKED, _LENGTH, _CLOSE = range(3)
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
-# A Content-Length is counted in a signed 64-bit integer (the Cython twin's), which no body
-# reaches: a larger one is refused, not wrapped.
-MAX_CONTENT_LENGTH = (1 << 63) - 1
 
 
 class ResponseParser:
@@ -67,8 +74,8 @@ class ResponseParser:
         self._end = 0  # bytes up to this are filled
         self._seen = 0  # bytes after _start already scanned for the end of the head or line
         self._line1 = False  # the status line of the head being read was checked
-        self._state = _HEAD
-        self._framing = _CLOSE
+        self._state = HEAD
+        self._framing = CLOSE
         self._left = 0  # body bytes left: of the current chunk, or of the Content-Length
         self._fault: HttpParseError | None = None
         self.status = 0
@@ -77,12 +84,12 @@ class ResponseParser:
 
     @property
     def head_done(self) -> bool:
-        return self._state != _HEAD
+        return self._state != HEAD
 
     @property
     def done(self) -> bool:
         """The body is complete by its own framing (a body until close never is)."""
-        return self._state == _DONE
+        return self._state == DONE
 
     @property
     def fault(self) -> HttpParseError | None:
@@ -117,8 +124,8 @@ class ResponseParser:
         try:
             while pos < end:
                 state = self._state
-                if state == _DATA:
-                    if self._framing == _CLOSE:
+                if state == DATA:
+                    if self._framing == CLOSE:
                         out.append(self._view[pos:end])
                         pos = end
                         break
@@ -127,8 +134,8 @@ class ResponseParser:
                     pos += take
                     self._left -= take
                     if not self._left:
-                        self._state = _DATA_END if self._framing == _CHUNKED else _DONE
-                elif state == _DATA_END:
+                        self._state = DATA_END if self._framing == CHUNKED else DONE
+                elif state == DATA_END:
                     if end - pos < 2:
                         break
                     if buf[pos] != 13 or buf[pos + 1] != 10:
@@ -136,14 +143,14 @@ class ResponseParser:
                             f"a chunk does not end with CRLF: {bytes(buf[pos : pos + 2])!r}"
                         )
                     pos += 2
-                    self._state = _SIZE
-                elif state == _HEAD:
+                    self._state = SIZE
+                elif state == HEAD:
                     stop = self._head_end(pos, end)
                     if stop < 0:
                         break
                     self._head(bytes(buf[pos:stop]))
                     pos = stop + 4 if stop > pos else stop + 2
-                elif state == _DONE:
+                elif state == DONE:
                     pos = end  # bytes after the body are not ours
                     break
                 else:
@@ -166,9 +173,9 @@ class ResponseParser:
         framed body cut short is TruncatedError."""
         if self._fault is not None:
             raise self._fault
-        if self._state == _HEAD:
+        if self._state == HEAD:
             raise HttpParseError("the connection closed before a complete response head")
-        if self._state != _DONE and self._framing != _CLOSE:
+        if self._state != DONE and self._framing != CLOSE:
             raise TruncatedError()
 
     def _head_end(self, pos: int, end: int) -> int:
@@ -202,7 +209,7 @@ class ResponseParser:
 
     def _head(self, head: bytes) -> None:
         status, headers, keep_alive, framing, left, state = parse_head(head)
-        if state == _HEAD:  # an interim answer: the final one comes next
+        if state == HEAD:  # an interim answer: the final one comes next
             return
         self.status, self.headers, self.keep_alive = status, headers, keep_alive
         self._framing, self._left, self._state = framing, left, state
@@ -211,7 +218,7 @@ class ResponseParser:
         """A chunk-size or trailer line, LF cut off. Both end in CRLF, with no other CR."""
         text = line[:-1] if line[-1:] == b"\r" else line
         crlf = len(text) < len(line) and b"\r" not in text
-        if state == _SIZE:
+        if state == SIZE:
             if not crlf:
                 raise HttpParseError(f"a chunk-size line does not end with CRLF: {text[:40]!r}")
             # 1 to 15 hex digits (which fit a signed 64-bit count), then optional SP/HT, then
@@ -221,135 +228,12 @@ class ResponseParser:
             if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
                 raise HttpParseError(f"a chunk size is not a hexadecimal number: {text[:40]!r}")
             self._left = int(digits, 16)
-            self._state = _DATA if self._left else _TRAILER
+            self._state = DATA if self._left else TRAILER
         else:  # a trailer field (skipped), or the blank line after them
             if not crlf:
                 raise HttpParseError(f"a trailer line does not end with CRLF: {text[:40]!r}")
             if not text:
-                self._state = _DONE
-
-
-def too_long(state: int, size: int) -> HttpParseError:
-    """The error for a head, chunk-size line or trailer line that fills the whole buffer
-    (shared by both twins)."""
-    what = {_HEAD: "head", _TRAILER: "trailer line"}.get(state, "chunk-size line")
-    return HttpParseError(f"the response's {what} is longer than {size} bytes")
-
-
-# HTTP/1.<digit> SP 3DIGIT [SP reason]: the code is three ASCII digits from 100 to 999; the
-# reason is ignored, but holds no CR or NUL (the rule of a field value). (Each pattern here
-# runs in time linear in the line: no two parts can match the same bytes.)
-_STATUS_LINE = re.compile(rb"HTTP/1\.([0-9]) ([1-9][0-9][0-9])(?: [^\r\x00]*)?").fullmatch
-# The field lines of a head, each a token for the name, the colon right after it, a value with
-# no CR or NUL: the usual head, whose lines need no closer look.
-_PLAIN_FIELDS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*)*").fullmatch
-_TCHARS = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def status_line(line: bytes) -> int:
-    """The status code of a status line (without its CRLF); HttpParseError if it is not one.
-    The parsers check it as soon as the line has come, not with the whole head, so a server
-    that says something else and then waits is refused at once. Shared by both twins."""
-    match = _STATUS_LINE(line)
-    if match is None:
-        raise HttpParseError(f"not an HTTP/1.1 status line: {line[:80]!r}")
-    return int(match[2])
-
-
-def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
-    """A response head without its blank line, its lines ended by CRLF: (status, headers with
-    lower-case names, keep-alive, framing, body bytes left, parser state). The state is _HEAD
-    for an interim answer (1xx): the final answer's head comes next. Shared by both twins."""
-    lines = head.split(b"\r\n")
-    line = lines[0]
-    status = status_line(line)
-    if status == 101:  # we never ask to upgrade
-        raise HttpParseError(
-            f"the server switched protocols, which was not asked for: {line[:80]!r}"
-        )
-    headers = _fields(head, lines)
-    if status < 200:  # interim: no body, whatever its fields say
-        return status, headers, True, _CLOSE, 0, _HEAD
-    connection = headers.get("connection", "").lower()
-    tokens = _tokens(connection) if "," in connection else (connection,)
-    http_1_0 = line[7:8] == b"0"  # its connections close unless the server says keep-alive
-    keep_alive = "keep-alive" in tokens if http_1_0 else "close" not in tokens
-    if status in (204, 304):  # no body, whatever the fields say
-        return status, headers, keep_alive, _CLOSE, 0, _DONE
-    codings = headers.get("transfer-encoding")
-    if codings is not None:  # it overrides any Content-Length
-        if http_1_0:  # HTTP/1.0 has no Transfer-Encoding: the framing is faulty
-            raise HttpParseError(f"an HTTP/1.0 response with a Transfer-Encoding: {codings[:40]!r}")
-        # We send neither TE nor Accept-Encoding, so chunked is the only coding a server may
-        # apply. Any other (gzip, or a final coding that is not chunked, whose body would run
-        # until close) is one we cannot decode: refused, never handed out as the body.
-        if codings != "chunked" and _tokens(codings) != ["chunked"]:
-            raise HttpParseError(
-                f"a Transfer-Encoding other than chunked, which was not asked for: {codings[:40]!r}"
-            )
-        return status, headers, keep_alive, _CHUNKED, 0, _SIZE
-    length = headers.get("content-length")
-    if length is not None:
-        left = content_length(length)
-        return status, headers, keep_alive, _LENGTH, left, _DATA if left else _DONE
-    return status, headers, keep_alive, _CLOSE, -1, _DATA
-
-
-def _tokens(value: str) -> list[str]:
-    """A comma-separated list, lower-cased, without its empty elements."""
-    return [t for t in (t.strip(" \t").lower() for t in value.split(",")) if t]
-
-
-def _fields(head: bytes, lines: list[bytes]) -> dict[str, str]:
-    """The field lines after the status line: names are tokens (no whitespace before the
-    colon), lower-cased; values lose their surrounding SP/HT and hold no CR or NUL; a line
-    that starts with SP/HT continues the one before (obs-fold, joined with one SP); a field
-    repeated is one comma-separated list, in order."""
-    headers: dict[str, str] = {}
-    if _PLAIN_FIELDS(head, len(lines[0])) is not None:  # the usual head: no line to look into
-        for raw in lines[1:]:
-            name, _, value = raw.partition(b":")
-            key = name.lower().decode("latin-1")
-            text = value.strip(b" \t").decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        return headers
-    key = ""  # the last field's name, which a folded line continues
-    for raw in lines[1:]:
-        folded = raw[:1] in (b" ", b"\t")  # obs-fold: it continues the line before
-        if folded:
-            if not key:
-                raise HttpParseError(f"a folded header line with no header before it: {raw[:80]!r}")
-            name, value = b"", raw
-        else:
-            name, colon, value = raw.partition(b":")
-            if not colon:
-                raise HttpParseError(f"a header line without a colon: {raw[:80]!r}")
-            if not name or name.translate(None, _TCHARS):
-                raise HttpParseError(f"a header name is not a token: {raw[:80]!r}")
-        if b"\r" in value or b"\0" in value:
-            raise HttpParseError(f"a header value holds a CR or NUL: {raw[:80]!r}")
-        text = value.strip(b" \t").decode("latin-1")
-        if not folded:
-            key = name.lower().decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        elif text:  # the value so far ends with the line this one continues
-            headers[key] = f"{headers[key]} {text}"
-    return headers
-
-
-def content_length(text: str) -> int:
-    """A Content-Length value: ASCII digits, at most MAX_CONTENT_LENGTH; a list of equal
-    values (`5, 5`, or the field repeated) is that value."""
-    values = [v for v in (v.strip(" \t") for v in text.split(",")) if v]
-    if not values or not all(v.isascii() and v.isdigit() for v in values):
-        raise HttpParseError(f"Content-Length is not a number: {text[:40]!r}")
-    digits = {v.lstrip("0") or "0" for v in values}
-    if len(digits) > 1:
-        raise HttpParseError(f"Content-Length has differing values: {text[:40]!r}")
-    value = digits.pop()
-    if len(value) > 19 or int(value) > MAX_CONTENT_LENGTH:
-        raise HttpParseError(f"Content-Length is larger than 2**63-1: {text[:40]!r}")
-    return int(value)
+                self._state = DONE
 
 
 class Receiver:

@@ -45,7 +45,7 @@ from llamafast._errors import (
 )
 from llamafast._limits import MAX_LINE
 from llamafast._limits import SHOW_BYTES as _SHOW_BYTES
-from llamafast._engine._sse_py import check_chunk, check_count
+from llamafast._engine._reader_contract import check_chunk, check_count
 from llamafast._values import DONE
 
 # Strict UTF-8 as a DFA over byte classes (Unicode Table 3-7, "well-formed byte sequences"):

@@ -21,11 +21,11 @@ from .._errors import (
     SseTimeoutError,
     TruncatedError,
     busy_error,
-    cut,
     uninitialised_error,
 )
 from .._limits import MAX_LINE, READ_SIZE, SHOW_BYTES
 from .._values import DONE, SseItem
+from ._reader_contract import check_chunk, check_count
 
 __all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "iter_events"]
 
@@ -33,39 +33,7 @@ __all__ = ["MAX_LINE", "READ_SIZE", "Events", "SseDecoder", "aiter_events", "ite
 _BOM: Final = b"\xef\xbb\xbf"
 
 
-def check_count(got: object, size: int, method: str) -> int:
-    """What a reader's readinto / readinto1 returned, if it is an int in [0, size]; else the
-    TypeError or ValueError that says what it returned. Anything else would make the decoder
-    read bytes the reader never wrote (a negative slice end, a count past what it filled) or
-    take "nothing yet" (None, from a non-blocking reader) for the end of the stream."""
-    if type(got) is int and 0 <= got <= size:
-        return got
-    if got is None:
-        raise TypeError(
-            f"{method} returned None (a non-blocking reader with no data yet?): the reader "
-            "must block until it has bytes, and return their count"
-        )
-    if not isinstance(got, int) or isinstance(got, bool):
-        raise TypeError(f"{method} returned {cut(got, 80)}, not the int count of bytes it wrote")
-    if 0 <= got <= size:
-        return int(got)
-    raise ValueError(
-        f"{method} returned {cut(got, 80)}, outside 0..{size} for a {size}-byte buffer"
-    )
-
-
 T = TypeVar("T")
-
-
-def check_chunk(got: T | None, method: str) -> T:
-    """What a reader's read / read1 returned, if it is not None (a non-blocking reader with no
-    data yet, which must not pass for the end of the stream)."""
-    if got is None:
-        raise TypeError(
-            f"{method} returned None (a non-blocking reader with no data yet?): the reader "
-            'must block until it has bytes, and return b"" only at the end'
-        )
-    return got
 
 
 class OneCaller:
