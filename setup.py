@@ -18,6 +18,7 @@ from setuptools.errors import CompileError
 
 HERE = Path(__file__).parent
 ENGINE = HERE / "src" / "llamafast" / "_engine"  # the twins: each .pyx with its .pxd
+ENGINE_DIR = "src/llamafast/_engine"  # the same, as the build names it: where the headers are
 sys.path.insert(0, str(HERE / "_build"))
 from llamafast_backend import (  # noqa: E402
     PURE_ENV,
@@ -48,7 +49,12 @@ def extensions():
     cflags = ["-O3", "-std=c++17"] if os.name != "nt" else ["/O2", "/std:c++17"]
     # One Extension per twin module; the ones whose .pyx is in the tree are built.
     defined = {
-        "_sse_c": Extension("llamafast._engine._sse_c", ["src/llamafast/_engine/_sse_c.pyx"]),
+        "_sse_c": Extension(
+            "llamafast._engine._sse_c",
+            ["src/llamafast/_engine/_sse_c.pyx"],
+            include_dirs=[ENGINE_DIR],
+            depends=[f"{ENGINE_DIR}/_sse_scan.h"],
+        ),
         "_assemble_c": Extension(
             "llamafast._engine._assemble_c",
             ["src/llamafast/_engine/_assemble_c.pyx", str(sj / "simdjson.cpp")],
@@ -61,7 +67,8 @@ def extensions():
         "_vectors_c": Extension(
             "llamafast._engine._vectors_c",
             ["src/llamafast/_engine/_vectors_c.pyx", str(sj / "simdjson.cpp")],
-            include_dirs=[str(sj)],
+            include_dirs=[ENGINE_DIR, str(sj)],
+            depends=[f"{ENGINE_DIR}/_vectors_parse.hpp"],
             language="c++",
             extra_compile_args=cflags,
         ),

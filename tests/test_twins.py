@@ -103,6 +103,23 @@ def test_no_cython_module_imports_a_pure_twin() -> None:
     assert not found, "\n".join(found)
 
 
+# The verbatim C of `cdef extern from *:`, the string Cython pastes into the generated source.
+C_BLOCK = re.compile(r'^cdef extern from \*:\n    """\n(.*?)^    """', re.M | re.S)
+
+
+@needs_sources
+def test_no_long_c_block_is_a_string_inside_a_pyx() -> None:
+    # C and C++ helpers of more than a few lines live in headers beside the .pyx (shipped in
+    # the sdist, found by the build), where a C reader and a C tool see them as C.
+    found = []
+    for path in sorted((ROOT / "src/llamafast/_engine").glob("*.pyx")):
+        text = path.read_text(encoding="utf-8")
+        for block in C_BLOCK.findall(text):
+            if block.count("\n") > 40:
+                found.append(f"{path.name}: a {block.count(chr(10))}-line C block")
+    assert not found, "\n".join(found)
+
+
 # --- the twins read side by side: the assembler's steps ----------------------------------------
 
 STEPS = ["_fold", "_delta", "_tool_calls", "_commit"]

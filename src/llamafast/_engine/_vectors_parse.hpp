@@ -1,0 +1,347 @@
+// The embeddings decoder's C++ side (Cython twin, _vectors_c.pyx includes this file): an
+// answer's bytes in a padded buffer, parsed by simdjson's DOM parser, its vectors written as
+// float32 into the call's rows (base64 through lookup tables, numbers from the tape), with the
+// fault codes of _errors.py.
+#ifndef LLAMAFAST_VECTORS_PARSE_HPP
+#define LLAMAFAST_VECTORS_PARSE_HPP
+
+#include "simdjson.h"
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include <new>
+
+using namespace simdjson;
+
+// The fault codes of _errors.py (E_*).
+enum { LF_NOT_JSON = 1, LF_NOT_LIST, LF_MISSING, LF_EXTRA, LF_NO_EMBEDDING, LF_NOT_NUMBER,
+       LF_BASE64, LF_PARTIAL, LF_EMPTY, LF_LENGTH, LF_NOT_FINITE, LF_BAD_INDEX,
+       LF_REPEATED };
+
+// Base64 (RFC 4648, the standard alphabet) four characters at a time: each table gives a
+// character's six bits already in their place in the three little-endian output bytes, or
+// a bit at 24 and above for a character outside the alphabet.
+static uint32_t lf_b64[4][256];
+static bool lf_b64_ready = false;
+static void lf_b64_init() {
+    static const char* abc =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int t = 0; t < 4; t++)
+        for (int c = 0; c < 256; c++) lf_b64[t][c] = 0x01000000u;
+    for (uint32_t v = 0; v < 64; v++) {
+        unsigned char c = (unsigned char)abc[v];
+        lf_b64[0][c] = v << 2;
+        lf_b64[1][c] = (v >> 4) | ((v & 0xF) << 12);
+        lf_b64[2][c] = ((v >> 2) << 8) | ((v & 0x3) << 22);
+        lf_b64[3][c] = v << 16;
+    }
+    lf_b64_ready = true;
+}
+static inline uint32_t lf_quad(const unsigned char* s) {
+    return lf_b64[0][s[0]] | lf_b64[1][s[1]] | lf_b64[2][s[2]] | lf_b64[3][s[3]];
+}
+// The decoded length of `n` characters of strict base64 (padding required, '=' only at
+// the end), or -1 when they are not that.
+static inline int64_t lf_b64_len(const unsigned char* s, size_t n) {
+    if (n % 4) return -1;
+    if (n == 0) return 0;
+    size_t pad = (s[n - 1] == '=') + (s[n - 1] == '=' && s[n - 2] == '=');
+    return (int64_t)(n / 4 * 3 - pad);
+}
+// Decode `n` characters (lf_b64_len said they are whole quads) into `out`; false on a
+// character outside the alphabet or misplaced padding.
+static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) {
+    if (n == 0) return true;
+    size_t quads = n / 4 - 1;
+    uint32_t bad = 0;
+    size_t i = 0;
+    // Every quad but the last: four bytes stored, three kept (the next store overwrites
+    // the fourth); the last is done apart so nothing is written past the output.
+    for (; i + 4 <= quads; i += 4) {
+        uint32_t a = lf_quad(s + 4 * i), b = lf_quad(s + 4 * i + 4);
+        uint32_t c = lf_quad(s + 4 * i + 8), d = lf_quad(s + 4 * i + 12);
+        bad |= a | b | c | d;
+        std::memcpy(out + 3 * i, &a, 4);
+        std::memcpy(out + 3 * i + 3, &b, 4);
+        std::memcpy(out + 3 * i + 6, &c, 4);
+        std::memcpy(out + 3 * i + 9, &d, 4);
+    }
+    for (; i < quads; i++) {
+        uint32_t a = lf_quad(s + 4 * i);
+        bad |= a;
+        std::memcpy(out + 3 * i, &a, 4);
+    }
+    if (bad & 0xFF000000u) return false;
+    const unsigned char* q = s + 4 * quads;
+    unsigned char* o = out + 3 * quads;
+    uint32_t x;
+    if (q[3] != '=') {
+        x = lf_quad(q);
+        if (x & 0xFF000000u) return false;
+        o[0] = x & 0xFF; o[1] = (x >> 8) & 0xFF; o[2] = (x >> 16) & 0xFF;
+    } else if (q[2] != '=') {
+        x = lf_b64[0][q[0]] | lf_b64[1][q[1]] | lf_b64[2][q[2]];
+        if (x & 0xFF000000u) return false;
+        o[0] = x & 0xFF; o[1] = (x >> 8) & 0xFF;
+    } else {
+        x = lf_b64[0][q[0]] | lf_b64[1][q[1]];
+        if (x & 0xFF000000u) return false;
+        o[0] = x & 0xFF;
+    }
+    return true;
+}
+
+// The first value of `v[0..n)` that is not finite (all exponent bits set), or -1.
+static inline int64_t lf_first_not_finite(const float* v, size_t n) {
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b; std::memcpy(&b, v + i, 4);
+        any |= (uint32_t)((b & 0x7F800000u) == 0x7F800000u);
+    }
+    if (!any) return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b; std::memcpy(&b, v + i, 4);
+        if ((b & 0x7F800000u) == 0x7F800000u) return (int64_t)i;
+    }
+    return -1;
+}
+
+static inline void lf_to_native(float* v, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b; std::memcpy(&b, v + i, 4); b = __builtin_bswap32(b); std::memcpy(v + i, &b, 4);
+    }
+#else
+    (void)v; (void)n;
+#endif
+}
+
+struct lf_vecs {
+    float* rows = nullptr;      // n * dim values, once the first vector fixed dim
+    size_t n = 0, dim = 0;
+    int64_t prompt_tokens = -1;
+    bool has_model = false;
+    std::string model;
+    std::vector<float> scratch; // a list of numbers read before dim is known
+    std::vector<unsigned char> seen;
+    std::vector<int64_t> order;
+    char* body = nullptr;       // the answer, padded for simdjson
+    size_t body_cap = 0;
+    // the fault: its code and numbers
+    int64_t item = 0, got = 0, want = 0;
+};
+
+// One simdjson DOM parser for the process (a parse runs with the GIL held). The DOM
+// front-end is the one simdjson dispatches at run time to the CPU's SIMD kernels (On-Demand
+// would run the portable fallback in a build without -march); its tape then holds each
+// number already parsed, and walking it costs little.
+static dom::parser* lf_parser() {
+    static dom::parser* p = new dom::parser();
+    return p;
+}
+
+static lf_vecs* lf_vecs_new(size_t n) {
+    if (!lf_b64_ready) lf_b64_init();
+    lf_vecs* v = new (std::nothrow) lf_vecs();
+    if (v) v->n = n;
+    return v;
+}
+static void lf_vecs_free(lf_vecs* v) {
+    if (!v) return;
+    std::free(v->rows);
+    std::free(v->body);
+    delete v;
+}
+// Room for an answer of `len` bytes plus simdjson's padding; nullptr when out of memory.
+static char* lf_body(lf_vecs* v, size_t len) {
+    size_t need = len + SIMDJSON_PADDING;
+    if (need > v->body_cap) {
+        std::free(v->body);
+        v->body = (char*)std::malloc(need);
+        v->body_cap = v->body ? need : 0;
+    }
+    if (v->body) std::memset(v->body + len, 0, SIMDJSON_PADDING);
+    return v->body;
+}
+static float* lf_rows(lf_vecs* v) { return v->rows; }
+static size_t lf_dim(lf_vecs* v) { return v->dim; }
+
+// Fix the dimension at `dim` (the first vector's length): the whole call's buffer.
+static int lf_fix_dim(lf_vecs* v, size_t dim) {
+    v->rows = (float*)std::malloc(v->n * dim * sizeof(float) + 1);
+    if (!v->rows) return -1;
+    v->dim = dim;
+    return 0;
+}
+
+// A base64 vector into row `row`: 0 or a fault code, in binascii's order (not base64,
+// then the length).
+static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t row, bool* oom) {
+    int64_t bytes = lf_b64_len(s, n);
+    if (bytes < 0) return LF_BASE64;
+    size_t got = (size_t)bytes / 4;
+    if (bytes % 4 || (v->rows && got != v->dim)) {
+        std::vector<unsigned char> tmp((size_t)bytes + 4);
+        if (!lf_b64_decode(s, n, tmp.data())) return LF_BASE64;
+        if (bytes % 4) { v->got = bytes; return LF_PARTIAL; }
+        if (got == 0) return LF_EMPTY;
+        v->got = (int64_t)got; v->want = (int64_t)v->dim; return LF_LENGTH;
+    }
+    if (got == 0) return LF_EMPTY;
+    if (!v->rows && lf_fix_dim(v, got)) { *oom = true; return -1; }
+    float* out = v->rows + row * v->dim;
+    if (!lf_b64_decode(s, n, (unsigned char*)out)) return LF_BASE64;
+    int64_t at = lf_first_not_finite(out, got);
+    if (at >= 0) { v->got = at; return LF_NOT_FINITE; }
+    lf_to_native(out, got);
+    return 0;
+}
+
+// A list of numbers into row `row`: 0 or a fault code. The tape holds each number parsed
+// (a double, or an integer converted here); each goes straight into the row as float32.
+static int lf_json_vector(lf_vecs* v, dom::array arr, size_t row, bool* oom) {
+    size_t k = arr.size();
+    if (k == 0xFFFFFF) {  // the tape's count saturates: count them
+        k = 0;
+        for (dom::element x : arr) { (void)x; k++; }
+    }
+    if (k == 0) return LF_EMPTY;
+    if (!v->rows) {
+        if (lf_fix_dim(v, k)) { *oom = true; return -1; }
+    }
+    float* out = v->rows + row * v->dim;
+    size_t i = 0;
+    for (dom::element x : arr) {
+        double d;
+        if (x.get_double().get(d)) { v->got = (int64_t)i; return LF_NOT_NUMBER; }
+        if (i < v->dim) out[i] = (float)d;
+        i++;
+    }
+    if (k != v->dim) { v->got = (int64_t)k; v->want = (int64_t)v->dim; return LF_LENGTH; }
+    int64_t at = lf_first_not_finite(out, k);
+    if (at >= 0) { v->got = at; return LF_NOT_FINITE; }
+    return 0;
+}
+
+// One item (its last `embedding` and `index`, as json keeps the last of a repeated key):
+// the vector's fault first, then the index's, as the pure twin checks them.
+static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t count,
+                   bool* oom) {
+    dom::element vec, idx;
+    bool has_vec = false, has_idx = false;
+    for (dom::key_value_pair kv : obj) {
+        if (kv.key == "embedding") { vec = kv.value; has_vec = true; }
+        else if (kv.key == "index") { idx = kv.value; has_idx = true; }
+    }
+    size_t row = first + pos;
+    v->item = (int64_t)row;
+    v->got = v->want = 0;
+    int e = LF_NO_EMBEDDING;
+    if (has_vec) {
+        dom::element_type t = vec.type();
+        if (t == dom::element_type::STRING) {
+            std::string_view sv;
+            if (vec.get_string().get(sv)) return LF_NOT_JSON;
+            e = lf_b64_vector(v, (const unsigned char*)sv.data(), sv.size(), row, oom);
+        } else if (t == dom::element_type::ARRAY) {
+            dom::array arr;
+            if (vec.get_array().get(arr)) return LF_NOT_JSON;
+            e = lf_json_vector(v, arr, row, oom);
+        }
+    }
+    if (e) return e;
+    int64_t index = -1;
+    if (has_idx) {
+        dom::element_type t = idx.type();
+        if (t == dom::element_type::INT64) { int64_t i; if (!idx.get_int64().get(i)) index = i; }
+        else if (t == dom::element_type::UINT64) index = -1;  // beyond any count
+    }
+    if (index < 0 || (size_t)index >= count) { v->got = 0; v->want = (int64_t)count; return LF_BAD_INDEX; }
+    if (v->seen[(size_t)index]) { v->got = index; v->want = (int64_t)count; return LF_REPEATED; }
+    v->seen[(size_t)index] = 1;
+    v->order.push_back(index);
+    return 0;
+}
+
+// Read the answer (in v->body, `len` bytes) for texts first..first+count-1: 0, a fault
+// code (v->item, got, want say more), or -1 when memory ran out.
+static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count) {
+    bool oom = false;
+    dom::element doc;
+    error_code err = lf_parser()->parse(v->body, len, false).get(doc);
+    if (err == MEMALLOC) return -1;
+    if (err) return LF_NOT_JSON;
+    dom::object top;
+    if (doc.get_object().get(top)) return LF_NOT_LIST;
+    // json keeps the last of a repeated key: so do these.
+    dom::element data_el, model_el, usage_el;
+    bool has_data = false, has_model = false, has_usage = false;
+    for (dom::key_value_pair kv : top) {
+        if (kv.key == "data") { data_el = kv.value; has_data = true; }
+        else if (kv.key == "model") { model_el = kv.value; has_model = true; }
+        else if (kv.key == "usage") { usage_el = kv.value; has_usage = true; }
+    }
+    dom::array data;
+    if (!has_data || data_el.get_array().get(data)) return LF_NOT_LIST;
+    for (dom::element item : data)
+        if (!item.is_object()) return LF_NOT_LIST;
+    v->seen.assign(count, 0);
+    v->order.clear();
+    size_t pos = 0;
+    for (dom::element item : data) {
+        if (pos >= count) { v->item = (int64_t)(first + pos); v->want = (int64_t)count; return LF_EXTRA; }
+        dom::object obj;
+        if (item.get_object().get(obj)) return LF_NOT_LIST;
+        int e = lf_item(v, obj, first, pos, count, &oom);
+        if (oom) return -1;
+        if (e) return e;
+        pos++;
+    }
+    if (pos < count) {
+        size_t missing = 0;
+        while (missing < count && v->seen[missing]) missing++;
+        v->item = (int64_t)(first + missing); v->want = (int64_t)count;
+        return LF_MISSING;
+    }
+    // Rows that came out of index order go to their index.
+    bool sorted = true;
+    for (size_t i = 0; i < v->order.size(); i++)
+        if (v->order[i] != (int64_t)i) { sorted = false; break; }
+    if (!sorted) {
+        size_t dim = v->dim;
+        std::vector<float> block(v->rows + first * dim, v->rows + (first + count) * dim);
+        for (size_t i = 0; i < count; i++)
+            std::memcpy(v->rows + (first + (size_t)v->order[i]) * dim,
+                        block.data() + i * dim, dim * sizeof(float));
+    }
+    std::string_view model;
+    if (has_model && !v->has_model && !model_el.get_string().get(model)) {
+        v->model.assign(model.data(), model.size());
+        v->has_model = true;
+    }
+    if (has_usage) {
+        dom::object u;
+        if (!usage_el.get_object().get(u)) {
+            dom::element tok;
+            bool has_tok = false;
+            for (dom::key_value_pair kv : u)
+                if (kv.key == "prompt_tokens") { tok = kv.value; has_tok = true; }
+            int64_t i;
+            if (has_tok && tok.type() == dom::element_type::INT64 && !tok.get_int64().get(i) && i >= 0)
+                v->prompt_tokens = (v->prompt_tokens < 0 ? 0 : v->prompt_tokens) + i;
+        }
+    }
+    return 0;
+}
+static int lf_vecs_has_model(lf_vecs* v) { return v->has_model; }
+static const char* lf_vecs_model(lf_vecs* v, size_t* n) { *n = v->model.size(); return v->model.data(); }
+static int64_t lf_vecs_tokens(lf_vecs* v) { return v->prompt_tokens; }
+static int64_t lf_vecs_item(lf_vecs* v) { return v->item; }
+static int64_t lf_vecs_got(lf_vecs* v) { return v->got; }
+static int64_t lf_vecs_want(lf_vecs* v) { return v->want; }
+// Hand the rows over (the caller frees them with free()).
+static float* lf_vecs_take(lf_vecs* v) { float* r = v->rows; v->rows = nullptr; return r; }
+
+#endif  // LLAMAFAST_VECTORS_PARSE_HPP
