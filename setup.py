@@ -8,6 +8,7 @@ the pinned pysimdjson sdist, downloaded and checked by sha256 (_build/llamafast_
 how); a missing input (Cython, those sources) fails with the one message that names it.
 """
 
+import ast
 import os
 import sys
 from pathlib import Path
@@ -42,38 +43,41 @@ def cython_version():
     return Cython.__version__
 
 
+def compiled_modules():
+    """The literals of src/llamafast/_engine/_extensions.py (the one list of compiled modules),
+    read without importing the package, which is not built yet."""
+    tree = ast.parse((ENGINE / "_extensions.py").read_text(encoding="utf-8"))
+    return {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("EXTENSIONS", "OVER_SIMDJSON", "HEADERS")
+    }
+
+
 def extensions():
     check_cython(cython_version())
     # Extracted once per tree (under build/, which the sdist leaves out), after the hash check.
     sj = simdjson_sources(HERE / "build" / "pysimdjson")
     cflags = ["-O3", "-std=c++17"] if os.name != "nt" else ["/O2", "/std:c++17"]
-    # One Extension per twin module; the ones whose .pyx is in the tree are built.
-    defined = {
-        "_sse_c": Extension(
-            "llamafast._engine._sse_c",
-            ["src/llamafast/_engine/_sse_c.pyx"],
-            include_dirs=[ENGINE_DIR],
-            depends=[f"{ENGINE_DIR}/_sse_scan.h"],
-        ),
-        "_assemble_c": Extension(
-            "llamafast._engine._assemble_c",
-            ["src/llamafast/_engine/_assemble_c.pyx", str(sj / "simdjson.cpp")],
-            include_dirs=[str(sj)],
-            language="c++",
-            extra_compile_args=cflags,
-        ),
-        "_chat_c": Extension("llamafast._engine._chat_c", ["src/llamafast/_engine/_chat_c.pyx"]),
-        "_http_c": Extension("llamafast._engine._http_c", ["src/llamafast/_engine/_http_c.pyx"]),
-        "_vectors_c": Extension(
-            "llamafast._engine._vectors_c",
-            ["src/llamafast/_engine/_vectors_c.pyx", str(sj / "simdjson.cpp")],
-            include_dirs=[ENGINE_DIR, str(sj)],
-            depends=[f"{ENGINE_DIR}/_vectors_parse.hpp"],
-            language="c++",
-            extra_compile_args=cflags,
-        ),
-    }
-    present = [ext for name, ext in defined.items() if (ENGINE / f"{name}.pyx").exists()]
+    # One Extension per compiled module that _extensions.py lists and whose .pyx is in the tree;
+    # the ones over simdjson are C++ and compile its amalgamated sources into themselves.
+    listed = compiled_modules()
+    present = []
+    for name in listed["EXTENSIONS"]:
+        if not (ENGINE / f"{name}.pyx").exists():
+            continue
+        cpp = name in listed["OVER_SIMDJSON"]
+        present.append(
+            Extension(
+                f"llamafast._engine.{name}",
+                [f"{ENGINE_DIR}/{name}.pyx", *([str(sj / "simdjson.cpp")] if cpp else [])],
+                include_dirs=[ENGINE_DIR, *([str(sj)] if cpp else [])],
+                depends=[f"{ENGINE_DIR}/{h}" for h in listed["HEADERS"].get(name, ())],
+                **({"language": "c++", "extra_compile_args": cflags} if cpp else {}),
+            )
+        )
     from Cython.Build import cythonize
 
     return cythonize(present, include_path=[str(ENGINE)], compiler_directives={"language_level": 3})

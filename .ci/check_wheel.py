@@ -9,12 +9,19 @@ tools venv's pyelftools (an auditwheel dependency).
 
 from __future__ import annotations
 
+import ast
 import io
 import sys
 import zipfile
 from pathlib import Path
 
-EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c", "_vectors_c")
+# The compiled modules, as src/llamafast/_engine/_extensions.py lists them (read, not imported).
+_LISTED = Path(__file__).resolve().parent.parent / "src/llamafast/_engine/_extensions.py"
+EXTENSIONS = next(
+    ast.literal_eval(node.value)
+    for node in ast.parse(_LISTED.read_text(encoding="utf-8")).body
+    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "EXTENSIONS"
+)
 REQUIRED = (
     "llamafast/__init__.py",
     "llamafast/py.typed",

@@ -17,6 +17,7 @@ import pytest
 
 import llamafast
 from llamafast._engine import _twins
+from llamafast._engine._extensions import EXTENSIONS
 
 PUBLIC_TWINS = _twins.PUBLIC
 
@@ -80,16 +81,17 @@ def test_implementation_names_the_running_twin() -> None:
     assert llamafast.IMPLEMENTATION == expected
 
 
-def _pure_copy(tmp_path: Path, broken: bool = False) -> Path:
-    """The package's Python files alone (as the py3-none-any wheel has them); with `broken`, an
-    extension file for this interpreter that does not import (a damaged binary install)."""
+def _pure_copy(tmp_path: Path, broken: str | None = None) -> Path:
+    """The package's Python files alone (as the py3-none-any wheel has them); with `broken`, the
+    file of that extension module for this interpreter, which does not import (a damaged binary
+    install)."""
     pkg = tmp_path / "llamafast"
     shutil.copytree(
         Path(llamafast.__file__).parent, pkg, ignore=shutil.ignore_patterns("*.so", "*.pyd")
     )
     if broken:
         suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-        (pkg / "_engine" / f"_sse_c{suffix}").write_bytes(b"not a shared library")
+        (pkg / "_engine" / f"{broken}{suffix}").write_bytes(b"not a shared library")
     return tmp_path
 
 
@@ -111,7 +113,17 @@ def test_a_pure_install_is_silent(tmp_path: Path) -> None:
 
 
 def test_extensions_that_do_not_import_say_so_at_import(tmp_path: Path) -> None:
-    done = _import_from(_pure_copy(tmp_path, broken=True))
+    done = _import_from(_pure_copy(tmp_path, broken="_sse_c"))
     assert done.stdout.strip() == "python"
     assert "RuntimeWarning" in done.stderr
     assert "installed but do not import" in done.stderr and "_sse_c" in done.stderr
+
+
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_any_extension_that_does_not_import_says_so(tmp_path: Path, name: str) -> None:
+    # Every compiled module of the one list, the embeddings decoder's (_vectors_c) too: none
+    # falls back to the pure twin silently.
+    done = _import_from(_pure_copy(tmp_path, broken=name))
+    assert done.stdout.strip() == "python"
+    assert "RuntimeWarning" in done.stderr
+    assert "installed but do not import" in done.stderr

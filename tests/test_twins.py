@@ -13,7 +13,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from llamafast._engine import _compat, _twins
+from llamafast._engine import _twins
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tests that read the package's sources (not the installed package) need the source tree;
@@ -50,7 +50,7 @@ def test_cython_is_there_or_says_why() -> None:
 
 
 def test_the_package_exports_the_selected_twin() -> None:
-    expected = _twins.CYTHON if _compat.USE_EXTENSIONS else _twins.PURE
+    expected = _twins.CYTHON if _twins.USE_EXTENSIONS else _twins.PURE
     assert _twins.SELECTED is expected
     assert llamafast.IMPLEMENTATION == _twins.SELECTED.IMPLEMENTATION
     for name in _twins.PUBLIC:
@@ -67,9 +67,10 @@ def test_a_twin_lists_every_name_and_is_read_only() -> None:
 
 # Files exempt from the check below (none: every module reads `_twins`).
 BEING_REWRITTEN: set[str] = set()
-# Where the choice is made, proved (in fresh interpreters, by module name) and checked (this
-# file), and where each module's own constants are checked against `_limits`.
-DECIDE = {"_compat.py", "_twins.py", "test_selection.py", "test_twins.py", "test_limits.py"}
+# Where the compiled modules are listed, where the choice is made, proved (in fresh
+# interpreters, by module name) and checked (this file), and where each module's own constants
+# are checked against `_limits`.
+DECIDE = {"_extensions.py", "_twins.py", "test_selection.py", "test_twins.py", "test_limits.py"}
 # `from ._sse_c import`, `llamafast._http_c`, `"_chat_c"`: a twin picked by its module's name.
 PICKS = re.compile(r"""(\bimport\b.*|[."'])_(sse|assemble|chat|http)_c\b""")
 

@@ -477,7 +477,7 @@ def _rows_export() -> type:
     """The base that gives `Embeddings` the buffer protocol on Python 3.11, where a class written
     in Python cannot export a buffer (`__buffer__` is 3.12's, PEP 688): the Cython twin's
     `_RowsExport`, unless the extensions are not built or not wanted (then `e.view` only)."""
-    from ._engine._switch import NO_EXTENSIONS
+    from ._engine._extensions import NO_EXTENSIONS
 
     if sys.version_info >= (3, 12) or NO_EXTENSIONS:
         return object

@@ -7,9 +7,10 @@ cimports it): `_sse` reads server-sent events, `_assemble` folds chat chunks int
 and its chunked framing, `_vectors` decodes an embeddings answer into one float32 buffer.
 What both twins need lives in modules neither twin owns, so no `_c` module imports a `_py`
 one: `_partial_json` and `_strict_json` (the JSON readers), `_http_head` (the response head's
-rules), `_reader_contract` (what a caller's reader must return). `_twins` decides
-which twin runs (with `_compat` and `_switch`) and is the only module that names a twin's
-module: everything above the engine reads `_twins.SELECTED` or `_twins.PURE`.
+rules), `_reader_contract` (what a caller's reader must return). `_extensions` lists the
+compiled modules (setup.py builds them from that list) and reads the switch that leaves them
+out; `_twins` is the one place that decides which twin runs, and the only module that names a
+twin's module: everything above the engine reads `_twins.SELECTED` or `_twins.PURE`.
 
 Nothing here imports the client, the CLI or the core; the engine imports only the ground floor
 (`llamafast._values`, `_errors`, `_limits`).

@@ -1,27 +1,76 @@
-"""The one boundary between the twins: every name both define, where each lives, and which twin
-the top level uses (in the manner of yarl's `_quoting.py`).
+"""The one place that decides which twin runs, and the one boundary between the twins: every
+name both define, where each lives, and which twin the top level uses (in the manner of
+multidict's `_compat.py` and yarl's `_quoting.py`).
+
+The decision, made once, at import: the Cython twin whenever every module of
+`_extensions.EXTENSIONS` imports, unless `LLAMAFAST_NO_EXTENSIONS` is set (to anything but ""
+or "0") or this is not CPython. An install either has the extensions (a binary wheel, or a
+build that compiled them: the build fails rather than leave them out) or is pure by choice (the
+py3-none-any wheel), so their absence is silent. Extension files that are present for this
+interpreter but do not import mean a broken install, and importing says so once, naming the
+error.
 
 `STEMS` maps each twinned name to the stem of the module pair that defines it: the pure twin
 is `<stem>_py`, the Cython twin `<stem>_c` (moving a name to another pair is a one-line change
 here). `PURE` holds the pure twin of every name, always; `CYTHON` the Cython twin, or None when
 it is not built or not wanted (`CYTHON_MISSING` says why); `SELECTED` is the one the top-level
-package exports: `CYTHON` whenever `_compat` found the extensions and was not told to leave them
-out (`LLAMAFAST_NO_EXTENSIONS`), else `PURE`. Each has `IMPLEMENTATION` ("python" / "cython") and
-every name of `STEMS` as an attribute.
+package exports: `CYTHON` whenever the extensions import and were not left out, else `PURE`.
+Each has `IMPLEMENTATION` ("python" / "cython") and every name of `STEMS` as an attribute.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ._compat import NO_EXTENSIONS, USE_EXTENSIONS
+from ._extensions import EXTENSIONS, NO_EXTENSIONS
 
 if TYPE_CHECKING:
     from . import _assemble_py, _chat_py, _http_py, _sse_py, _vectors_py
 
-__all__ = ["CYTHON", "CYTHON_MISSING", "PUBLIC", "PURE", "SELECTED", "STEMS", "Twin"]
+__all__ = [
+    "CYTHON",
+    "CYTHON_MISSING",
+    "IMPLEMENTATION",
+    "PUBLIC",
+    "PURE",
+    "SELECTED",
+    "STEMS",
+    "USE_EXTENSIONS",
+    "Twin",
+]
+
+
+def _extensions_import() -> bool:
+    """Whether every compiled module imports; a warning, once, when one is installed for this
+    interpreter but does not import (a broken install), naming the error."""
+    try:
+        for name in EXTENSIONS:
+            importlib.import_module(f"{__package__}.{name}")
+    except ImportError as err:
+        here = Path(__file__).parent
+        if any(
+            (here / f"{name}{suffix}").is_file()
+            for name in EXTENSIONS
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        ):
+            warnings.warn(
+                f"llamafast: the Cython extensions are installed but do not import ({err}); "
+                "the pure-Python implementation runs (reinstall llamafast, or set "
+                "LLAMAFAST_NO_EXTENSIONS=1 to choose it silently)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return False
+    return True
+
+
+USE_EXTENSIONS: Final = not NO_EXTENSIONS and _extensions_import()
+"""Whether the Cython twin's modules are wanted and all import."""
 
 STEMS: Final[dict[str, str]] = {
     "SseDecoder": "_sse",
@@ -110,3 +159,6 @@ else:
 
 SELECTED: Final[Twin] = CYTHON if USE_EXTENSIONS and CYTHON is not None else PURE
 """The twin under the top-level package's names."""
+
+IMPLEMENTATION: Final = SELECTED.IMPLEMENTATION
+"""Which twin the top-level package exports: "cython" or "python"."""
