@@ -59,7 +59,7 @@ from llamafast import (
     ToolCall,
     ToolCallDelta,
 )
-from llamafast._serve import (
+from llamafast._cli._serve import (
     Request,
     completion_id,
     plan,

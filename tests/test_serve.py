@@ -1,6 +1,6 @@
-# `llamafast serve` (src/llamafast/_serve.py): every answer is a recording's bytes, chosen by the
-# request's fields alone; the slots behave as llama-server's do; and the README's examples run
-# as written against `python -m llamafast serve` in a subprocess, with each twin.
+# `llamafast serve` (src/llamafast/_cli/_serve.py): every answer is a recording's bytes, chosen
+# by the request's fields alone; the slots behave as llama-server's do; and the README's examples
+# run as written against `python -m llamafast serve` in a subprocess, with each twin.
 """The recorded llama-server stand-in, in process and as the `serve` command."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from llamafast import (
     ToolSchema,
     User,
 )
-from llamafast._serve import (
+from llamafast._cli._serve import (
     RecordedServer,
     completion_id,
     counted,
@@ -461,8 +461,8 @@ def test_the_asyncio_example_needs_the_two_slots_the_readme_says(tmp_path: Path)
 def test_the_command_line_lists_serve_and_hands_it_its_arguments(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llamafast import _serve
     from llamafast.__main__ import main
+    from llamafast._cli import _serve
 
     with pytest.raises(SystemExit):
         main(["--help"])
