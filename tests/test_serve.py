@@ -8,7 +8,6 @@ from __future__ import annotations
 import array
 import base64
 import http.client
-import importlib.resources
 import json
 import os
 import select
@@ -44,8 +43,8 @@ from llamafast._cli._serve import (
     pick,
     prompt_tokens,
     recording,
-    split,
 )
+from llamafast._recordings import SERVE, split
 from test_readme import ALL, NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,8 +190,7 @@ def test_the_token_count_is_the_requests_own(srv: RecordedServer) -> None:
 
 
 def recording_request(name: str) -> bytes:
-    serve = importlib.resources.files(llamafast).joinpath("_recordings", "serve")
-    return serve.joinpath(f"{name}.request.json").read_bytes()
+    return SERVE.root.joinpath(f"{name}.request.json").read_bytes()
 
 
 def test_a_body_that_is_not_json_gets_the_recorded_400(srv: RecordedServer) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.resources
 import io
 import json
 import math
@@ -25,6 +24,7 @@ from typing import IO, Any
 import llamafast
 
 from .._errors import HttpError, InferError, SseError
+from .._recordings import BUNDLED, TIMING, parse_reads
 from .._values import ChatEvent
 from ._display import Stats, View, add_options, make_view
 from ._failures import CliError, Failed, OutputError, UsageError, option
@@ -39,12 +39,8 @@ __all__ = [
     "replay",
 ]
 
-RECORDINGS = "_recordings"
 DEFAULT_RECORDING = "reasoning_then_content"
 """The bundled recording replayed when no FILE is given: reasoning, then the answer."""
-TIMING = ".timing.json"
-"""Beside `NAME.http`, `NAME.timing.json` may say when each read of the recording returned:
-`{"reads_ms_bytes": [[ms from the request, bytes], ...]}`."""
 PACE_LIMIT_S = 3.0
 """A recording whose pacing lasts longer is sped up to last this long, so a replay stays short."""
 UNTIMED_PACE_S = 0.02
@@ -143,14 +139,12 @@ def recorded_reads(name: str | None) -> list[tuple[float, int]]:
         read: Callable[[], bytes] = pathlib.Path(path).read_bytes
     else:
         key = DEFAULT_RECORDING if name is None else name
-        resource = importlib.resources.files(llamafast) / RECORDINGS / f"{key}{TIMING}"
-        if not resource.is_file():
+        timing = BUNDLED.timing(key)
+        if not timing.is_file():
             return []
-        where, read = f"{key}{TIMING} (bundled)", resource.read_bytes
+        where, read = f"{key}{TIMING} (bundled)", timing.read_bytes
     try:
-        timing = json.loads(read())
-        reads = timing["reads_ms_bytes"] if "reads_ms_bytes" in timing else []
-        out = [(float(at), int(size)) for at, size in reads]
+        out = parse_reads(read())
     except OSError as err:
         raise CliError(type(err).__name__, f"cannot read {where!r}: {err.strerror}") from None
     except (ValueError, TypeError, AttributeError) as err:
@@ -170,8 +164,7 @@ def is_path(name: str) -> bool:
 
 def bundled() -> list[str]:
     """The names of the recordings shipped inside the package."""
-    root = importlib.resources.files(llamafast) / RECORDINGS
-    return sorted(p.name.removesuffix(".http") for p in root.iterdir() if p.name.endswith(".http"))
+    return BUNDLED.names()
 
 
 def open_recording(name: str | None) -> tuple[str, IO[bytes]]:
@@ -188,8 +181,7 @@ def open_recording(name: str | None) -> tuple[str, IO[bytes]]:
             f"no file {key!r} and no bundled recording of that name "
             f"(bundled: {', '.join(bundled())})",
         )
-    resource = importlib.resources.files(llamafast) / RECORDINGS / f"{key}.http"
-    return f"{key} (bundled)", resource.open("rb")
+    return f"{key} (bundled)", BUNDLED.open(key)
 
 
 def open_response(label: str, file: IO[bytes]) -> http.client.HTTPResponse:
