@@ -1,5 +1,7 @@
 """The recordings in fixtures/, served as a real HTTP response would arrive.
 
+The recordings are read by the package's one reader of them (`llamafast._recordings.Folder`):
+`FIXTURE_HTTP.raw(name)` is a recording's bytes, `FIXTURE_HTTP.reads(name)` its timing.
 `open_recording(name)` writes fixtures/http/NAME.http into one end of a socket pair (from a
 thread, so a recording larger than the socket buffer cannot block) and wraps the other end in
 `http.client.HTTPResponse`, after `begin()`: the status line, headers and chunked transfer
@@ -16,10 +18,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from llamafast._recordings import Folder
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE_HTTP = Folder(FIXTURES / "http")
+"""fixtures/http, read by the package's one reader of recordings (and their timing files)."""
 
 __all__ = [
     "FIXTURES",
+    "FIXTURE_HTTP",
     "load_expected",
     "open_recording",
     "recording_bytes",
@@ -30,7 +37,7 @@ __all__ = [
 
 def recording_bytes(name: str) -> bytes:
     """The raw bytes of fixtures/http/NAME.http (status line, headers, body)."""
-    return (FIXTURES / "http" / f"{name}.http").read_bytes()
+    return FIXTURE_HTTP.raw(name)
 
 
 def load_expected(name: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from llamafast import (
     ToolCall,
     ToolCallDelta,
 )
-from llamafast._serve import (
+from llamafast._cli._serve import (
     Request,
     completion_id,
     plan,
@@ -67,8 +67,8 @@ from llamafast._serve import (
     read_request,
     release_offset,
     slots_body,
-    split,
 )
+from llamafast._recordings import split
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP = FIXTURES / "http"

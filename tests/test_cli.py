@@ -45,6 +45,7 @@ from llamafast import (
     _cli,
 )
 from llamafast.__main__ import main
+from llamafast._cli import _chat, _display, _main, _replay
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 STREAMS = [
@@ -91,7 +92,7 @@ class Tty(io.StringIO):
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
     """In process, replay's pauses are not taken (the `sleeps` fixture records them)."""
-    monkeypatch.setattr(_cli, "_sleep", lambda seconds: None)
+    monkeypatch.setattr(_replay, "_sleep", lambda seconds: None)
 
 
 @pytest.fixture
@@ -202,12 +203,12 @@ def test_terminal_rewrites_progress_in_place_and_styles_reasoning(
     assert out.count("\r\x1b[2Kprompt [") == 2  # two Progress events, one line
     assert out.count("\n", 0, out.index("thinking")) == 1
     want = expected("reasoning_then_content")["completion"]["reasoning_content"]
-    assert f"{_cli._DIM_ITALIC}{want}" in out  # dim and italic, set apart from the answer
+    assert f"{_display._DIM_ITALIC}{want}" in out  # dim and italic, set apart from the answer
 
 
 def test_control_characters_in_model_text_are_shown_escaped() -> None:
     out = Tty()
-    view = _cli.LiveView(out, live=True, color=True, flush=False)
+    view = _display.LiveView(out, live=True, color=True, flush=False)
     view.event(Content("a\x1b[2Jb\x07\tc\nd\x9b"))
     text = out.getvalue()
     assert "\\x1b[2Jb\\x07\tc\nd\\x9b" in text
@@ -252,20 +253,20 @@ def test_logprobs_and_usage_in_the_json_lines_and_the_summary(
 ) -> None:
     # A Content's logprobs only when it has some; the completion line's model, usage, logprobs.
     lp = TokenLogprob("Hi", -0.5, (("Hi", -0.5), ("Yo", -1.5)))
-    assert _cli.event_json(Content("Hi")) == {"type": "content", "text": "Hi"}
-    assert _cli.event_json(Content("Hi", (lp,))) == {
+    assert _display.event_json(Content("Hi")) == {"type": "content", "text": "Hi"}
+    assert _display.event_json(Content("Hi", (lp,))) == {
         "type": "content",
         "text": "Hi",
         "logprobs": [{"token": "Hi", "logprob": -0.5, "top": [["Hi", -0.5], ["Yo", -1.5]]}],
     }
     done = dataclasses.replace(COMPLETION, model="m", usage=Usage(9, 3, 4), logprobs=(lp,))
-    got = _cli.completion_json(done)
+    got = _display.completion_json(done)
     assert (got["model"], got["usage"], got["logprobs"]) == (
         "m",
         {"prompt_tokens": 9, "completion_tokens": 3, "cached_tokens": 4},
         [{"token": "Hi", "logprob": -0.5, "top": [["Hi", -0.5], ["Yo", -1.5]]}],
     )
-    assert "logprobs" not in _cli.completion_json(COMPLETION)
+    assert "logprobs" not in _display.completion_json(COMPLETION)
     status, out, err = run(["replay", str(FIXTURES / "http" / "usage_chunk.http")], capsys)
     assert (status, err) == (0, "")
     assert "usage          59 tokens prompt (39 cached), 5 tokens completion" in out
@@ -274,7 +275,7 @@ def test_logprobs_and_usage_in_the_json_lines_and_the_summary(
 
 def test_event_json_names_every_event_kind() -> None:
     assert [
-        _cli.event_json(ev)
+        _display.event_json(ev)
         for ev in (Queued(2), Waiting(True), Retrying(1, 200, "e"), ThinkingCapped(5))
     ] == [
         {"type": "queued", "ahead": 2},
@@ -282,7 +283,7 @@ def test_event_json_names_every_event_kind() -> None:
         {"type": "retrying", "attempt": 1, "after_ms": 200, "error": "e"},
         {"type": "thinking_capped", "tokens": 5},
     ]
-    assert _cli.event_json(ToolCallDelta(0, None, None, "x")) == {
+    assert _display.event_json(ToolCallDelta(0, None, None, "x")) == {
         "type": "tool_call_delta",
         "index": 0,
         "id": None,
@@ -298,8 +299,8 @@ def test_list_as_json_is_one_object_per_recording(capsys: pytest.CaptureFixture[
     status, out, err = run(["replay", "--list", "--json"], capsys)
     assert (status, err) == (0, "")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert [r["name"] for r in rows] == _cli.bundled()
-    assert [r["name"] for r in rows if r["default"]] == [_cli.DEFAULT_RECORDING]
+    assert [r["name"] for r in rows] == _replay.bundled()
+    assert [r["name"] for r in rows if r["default"]] == [_replay.DEFAULT_RECORDING]
     assert [r["name"] for r in rows if r["timing"]] == ["slow_prompt_progress"]
 
 
@@ -315,13 +316,13 @@ def test_list_names_the_bundled_recordings(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.parametrize("name", ["reasoning_then_content", "slow_prompt_progress", "tool_call"])
 def test_bundled_recordings_are_the_real_ones(name: str) -> None:
-    label, file = _cli.open_recording(name)
+    label, file = _replay.open_recording(name)
     with file:
         assert file.read() == (FIXTURES / "http" / f"{name}.http").read_bytes()
     assert label == f"{name} (bundled)"
     timing = FIXTURES / "http" / f"{name}.timing.json"
     want = json.loads(timing.read_text("utf-8"))["reads_ms_bytes"] if timing.exists() else []
-    assert _cli.recorded_reads(name) == [(at, size) for at, size in want]
+    assert _replay.recorded_reads(name) == [(at, size) for at, size in want]
 
 
 # --- failures: one line, exit 1, never a traceback -------------------------------------------
@@ -640,7 +641,7 @@ SECRET = "sk-cli-s3cr3t-Do-Not-Print"
 
 @pytest.fixture
 def no_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_cli.API_KEY_VARIABLE, raising=False)
+    monkeypatch.delenv(_chat.API_KEY_VARIABLE, raising=False)
 
 
 def test_chat_options_become_the_requests_fields(
@@ -959,7 +960,7 @@ def test_ctrl_c_closes_the_display_then_one_line_and_status_130(
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_cli, "_sleep", interrupt)
+    monkeypatch.setattr(_replay, "_sleep", interrupt)
     status, out, err = run(["replay", "--delay", "0.5", *json_], capsys)
     assert status == 130
     assert err == "llamafast: interrupted\n"
@@ -975,7 +976,7 @@ def test_ctrl_c_while_parsing_is_one_line_and_status_130(
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_cli, "parser", interrupt)
+    monkeypatch.setattr(_main, "parser", interrupt)
     status, out, err = run(["replay"], capsys)
     assert (status, out, err) == (130, "", "llamafast: interrupted\n")
 
@@ -1121,7 +1122,7 @@ def test_a_usage_error_is_one_line_and_status_2(
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The pauses replay asks for, instead of taking them."""
     taken: list[float] = []
-    monkeypatch.setattr(_cli, "_sleep", taken.append)
+    monkeypatch.setattr(_replay, "_sleep", taken.append)
     return taken
 
 
@@ -1149,13 +1150,13 @@ def test_a_long_recording_is_sped_up_to_the_limit(
     status, out, _ = run(["replay", "slow_prompt_progress"], capsys)  # 5.4 s as recorded
     assert status == 0 and "finish reason  length" in out
     pauses = recorded_pauses("slow_prompt_progress")
-    scale = _cli.PACE_LIMIT_S / sum(pauses)
+    scale = _replay.PACE_LIMIT_S / sum(pauses)
     assert len(sleeps) == len(pauses) - 2  # as above: the body's end is never waited for
     assert sleeps == pytest.approx([p * scale for p in pauses[: len(sleeps)]])
-    assert 0.99 * _cli.PACE_LIMIT_S < sum(sleeps) <= _cli.PACE_LIMIT_S
+    assert 0.99 * _replay.PACE_LIMIT_S < sum(sleeps) <= _replay.PACE_LIMIT_S
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
-    assert f"at most {_cli.PACE_LIMIT_S:g} s" in " ".join(capsys.readouterr().out.split())
+    assert f"at most {_replay.PACE_LIMIT_S:g} s" in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_pauses_are_not_counted_as_parse_time(
@@ -1168,7 +1169,7 @@ def test_the_pauses_are_not_counted_as_parse_time(
     def sleep(seconds: float) -> None:
         slept[0] += seconds
 
-    monkeypatch.setattr(_cli, "_sleep", sleep)
+    monkeypatch.setattr(_replay, "_sleep", sleep)
     monkeypatch.setattr(time, "perf_counter", lambda: clock() + slept[0])
     status, out, _ = run(["replay", "slow_prompt_progress", "--json"], capsys)
     assert status == 0 and slept[0] > 2.9
@@ -1179,12 +1180,12 @@ def test_a_recording_without_timing_goes_at_a_steady_modest_pace(
     twin: types.SimpleNamespace, sleeps: list[float], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The quick start's recording has no timing: a pause after each event, brief in all."""
-    assert _cli.recorded_reads(None) == []
+    assert _replay.recorded_reads(None) == []
     status, out, _ = run(["--json"], capsys)
     events = len(out.splitlines()) - 1
     assert status == 0 and events > 10
-    assert sleeps == [_cli.UNTIMED_PACE_S] * events
-    assert sum(sleeps) <= _cli.UNTIMED_LIMIT_S
+    assert sleeps == [_replay.UNTIMED_PACE_S] * events
+    assert sum(sleeps) <= _replay.UNTIMED_LIMIT_S
 
 
 def test_the_steady_pace_stops_at_its_limit(
@@ -1193,7 +1194,7 @@ def test_the_steady_pace_stops_at_its_limit(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_cli, "UNTIMED_LIMIT_S", 0.05)  # 2.5 events' pauses: the rest at once
+    monkeypatch.setattr(_replay, "UNTIMED_LIMIT_S", 0.05)  # 2.5 events' pauses: the rest at once
     status, out, _ = run(["--json"], capsys)
     assert status == 0 and len(out.splitlines()) > 10
     assert sleeps == pytest.approx([0.02, 0.02, 0.01])

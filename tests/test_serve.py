@@ -1,6 +1,6 @@
-# `llamafast serve` (src/llamafast/_serve.py): every answer is a recording's bytes, chosen by the
-# request's fields alone; the slots behave as llama-server's do; and the README's examples run
-# as written against `python -m llamafast serve` in a subprocess, with each twin.
+# `llamafast serve` (src/llamafast/_cli/_serve.py): every answer is a recording's bytes, chosen
+# by the request's fields alone; the slots behave as llama-server's do; and the README's examples
+# run as written against `python -m llamafast serve` in a subprocess, with each twin.
 """The recorded llama-server stand-in, in process and as the `serve` command."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import array
 import base64
 import http.client
-import importlib.resources
 import json
 import os
 import select
@@ -37,15 +36,15 @@ from llamafast import (
     ToolSchema,
     User,
 )
-from llamafast._serve import (
+from llamafast._cli._serve import (
     RecordedServer,
     completion_id,
     counted,
     pick,
     prompt_tokens,
     recording,
-    split,
 )
+from llamafast._recordings import SERVE, split
 from test_readme import ALL, NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,8 +190,7 @@ def test_the_token_count_is_the_requests_own(srv: RecordedServer) -> None:
 
 
 def recording_request(name: str) -> bytes:
-    serve = importlib.resources.files(llamafast).joinpath("_recordings", "serve")
-    return serve.joinpath(f"{name}.request.json").read_bytes()
+    return SERVE.root.joinpath(f"{name}.request.json").read_bytes()
 
 
 def test_a_body_that_is_not_json_gets_the_recorded_400(srv: RecordedServer) -> None:
@@ -461,8 +459,8 @@ def test_the_asyncio_example_needs_the_two_slots_the_readme_says(tmp_path: Path)
 def test_the_command_line_lists_serve_and_hands_it_its_arguments(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llamafast import _serve
     from llamafast.__main__ import main
+    from llamafast._cli import _serve
 
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -28,8 +28,8 @@ from llamafast import (
     StalledError,
     User,
 )
+from llamafast._cli._serve import raw_response
 from llamafast._client_core import MAX_SLOTS_BODY
-from llamafast._serve import raw_response
 
 CLIENTS = {
     "sync": llamafast.Client,

@@ -261,6 +261,21 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     body["reasoning_control"] = True
     # The usage chunk (Completion.usage): after the finish chunk, one with the token counts.
     body["stream_options"] = {"include_usage": True}
+    _add_sampling(body, cfg, req)
+    _add_output_controls(body, req)
+    # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
+    body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
+    if limits.sse_ping_interval > 0:
+        body["sse_ping_interval"] = limits.sse_ping_interval
+    if req.extra is not None:
+        body.update(_extra(req.extra))
+    return _serialize(body)
+
+
+def _add_sampling(body: dict[str, Any], cfg: Config, req: ChatRequest) -> None:
+    """The sampling fields, each the request's (checked) or else the Config's, in their order:
+    `max_tokens`, `temperature`, `top_p`, `top_k`, then `min_p`, `seed` and `stop` when given."""
+    infer, limits = cfg.infer, cfg.limits
     body["max_tokens"] = (
         limits.max_tokens if req.max_tokens is None else _int("max_tokens", req.max_tokens, 1)
     )
@@ -278,6 +293,11 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     stop = _stop(req.stop)
     if stop:  # an empty list would be sent for nothing
         body["stop"] = stop
+
+
+def _add_output_controls(body: dict[str, Any], req: ChatRequest) -> None:
+    """The fields that shape the answer, each only when given: `tool_choice`,
+    `response_format`, `grammar`, `logprobs`, `top_logprobs`."""
     if req.tool_choice is not None:
         body["tool_choice"] = _tool_choice(req.tool_choice, req.tools)
     if req.response_format is not None:
@@ -301,12 +321,11 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
                 "without)"
             )
         body["top_logprobs"] = _int("top_logprobs", req.top_logprobs, 0)
-    # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
-    body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
-    if limits.sse_ping_interval > 0:
-        body["sse_ping_interval"] = limits.sse_ping_interval
-    if req.extra is not None:
-        body.update(_extra(req.extra))
+
+
+def _serialize(body: dict[str, Any]) -> str:
+    """`body` as the JSON text sent; a ValueError naming the field json cannot write, or the
+    text that cannot be sent as UTF-8 (a lone surrogate)."""
     try:
         text = _dumps(body)
     except (TypeError, ValueError, RecursionError) as err:

@@ -76,47 +76,14 @@ class Target:
     def parse(cls, url: str) -> Target:
         """Check `url` and split it; a `ValueError` naming infer.url and the URL (its password
         as `***`) if it cannot be used."""
-        if not isinstance(url, str):
-            raise ValueError(f"infer.url must be a string, not {type(url).__name__}")
-        if _CONTROL.search(url):
-            raise _refuse("has a control character", url)
-        if url != url.strip():
-            raise _refuse("has spaces around it", url)
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(
-                f"infer.url must start with http:// or https://, not {cut(redact(url))}"
-            )
-        if "#" in url:
-            # A fragment only means something to a browser; it is never sent to a server.
-            raise _refuse("has a fragment (#...), which is never sent to a server", url)
+        _check_text(url)
         try:
             parts = urllib.parse.urlsplit(url)
             host = parts.hostname
         except ValueError:  # unbalanced brackets, a bracketed host that is no IP address
             raise _refuse("has a bad host", url) from None
         scheme = parts.scheme.lower()
-        if not host:
-            raise _refuse("has no host", url)
-        try:
-            port = parts.port
-        except ValueError:
-            port = 0
-        if port == 0:  # 0, out of range, or not a number
-            raise _refuse("has a bad port (it must be 1 to 65535)", url)
-        port = port or (443 if scheme == "https" else 80)
-        try:
-            if ":" in host:  # urlsplit only gives a ":" for a bracketed host
-                host = str(ipaddress.IPv6Address(host))
-                ascii_host = f"[{host}]"
-            else:
-                host = host.encode("idna").decode("ascii")
-                if not _HOST_NAME.fullmatch(host):
-                    raise ValueError(host)
-                ascii_host = host
-        except (ValueError, UnicodeError):
-            raise _refuse("has a bad host", url) from None
-        default = 443 if scheme == "https" else 80
-        host_header = ascii_host if port == default else f"{ascii_host}:{port}"
+        host, port, host_header = _address(url, scheme, host, parts)
         try:
             prefix = _encode(parts.path).rstrip("/")
             query = _encode(parts.query)
@@ -127,18 +94,7 @@ class Target:
         # server either way.
         if prefix.endswith("/v1"):
             prefix = prefix[: -len("/v1")]
-        auth_header = None
-        shown_user = ""
-        user, password = parts.username, parts.password
-        if user or password is not None:
-            # User info is sent as Basic auth (as httpx and requests do), its escapes decoded.
-            try:
-                plain = urllib.parse.unquote(user or "", errors="strict")
-                plain += ":" + urllib.parse.unquote(password or "", errors="strict")
-                auth_header = "Basic " + base64.b64encode(plain.encode()).decode("ascii")
-            except UnicodeError:
-                raise _refuse("has user info that is not valid UTF-8", url) from None
-            shown_user = (user or "") + ("" if password is None else ":***") + "@"
+        auth_header, shown_user = _user_info(url, parts)
         if query:
             query = "?" + query
         shown = f"{scheme}://{shown_user}{host_header}{prefix}{query}"
@@ -152,3 +108,64 @@ class Target:
         if not self.query:
             return path
         return path + ("&" + self.query[1:] if "?" in path else self.query)
+
+
+def _check_text(url: str) -> None:
+    """Refuse a URL by its text alone: not a string, a control character, spaces around it,
+    a scheme other than http and https, a fragment."""
+    if not isinstance(url, str):
+        raise ValueError(f"infer.url must be a string, not {type(url).__name__}")
+    if _CONTROL.search(url):
+        raise _refuse("has a control character", url)
+    if url != url.strip():
+        raise _refuse("has spaces around it", url)
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"infer.url must start with http:// or https://, not {cut(redact(url))}")
+    if "#" in url:
+        # A fragment only means something to a browser; it is never sent to a server.
+        raise _refuse("has a fragment (#...), which is never sent to a server", url)
+
+
+def _address(
+    url: str, scheme: str, host: str | None, parts: urllib.parse.SplitResult
+) -> tuple[str, int, str]:
+    """(host, port, Host header) of the split `url`: the host as connected to (ASCII, after
+    IDNA; an IPv6 literal without brackets), the port (the scheme's when not given)."""
+    if not host:
+        raise _refuse("has no host", url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:  # 0, out of range, or not a number
+        raise _refuse("has a bad port (it must be 1 to 65535)", url)
+    port = port or (443 if scheme == "https" else 80)
+    try:
+        if ":" in host:  # urlsplit only gives a ":" for a bracketed host
+            host = str(ipaddress.IPv6Address(host))
+            ascii_host = f"[{host}]"
+        else:
+            host = host.encode("idna").decode("ascii")
+            if not _HOST_NAME.fullmatch(host):
+                raise ValueError(host)
+            ascii_host = host
+    except (ValueError, UnicodeError):
+        raise _refuse("has a bad host", url) from None
+    default = 443 if scheme == "https" else 80
+    return host, port, ascii_host if port == default else f"{ascii_host}:{port}"
+
+
+def _user_info(url: str, parts: urllib.parse.SplitResult) -> tuple[str | None, str]:
+    """(the `Authorization` header, the user info as shown) of the split `url`: (None, "")
+    without user info. User info is sent as Basic auth (as httpx and requests do), its escapes
+    decoded; it is shown with the password as `***`."""
+    user, password = parts.username, parts.password
+    if not user and password is None:
+        return None, ""
+    try:
+        plain = urllib.parse.unquote(user or "", errors="strict")
+        plain += ":" + urllib.parse.unquote(password or "", errors="strict")
+        auth_header = "Basic " + base64.b64encode(plain.encode()).decode("ascii")
+    except UnicodeError:
+        raise _refuse("has user info that is not valid UTF-8", url) from None
+    return auth_header, (user or "") + ("" if password is None else ":***") + "@"

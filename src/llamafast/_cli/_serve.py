@@ -8,6 +8,7 @@ recorded. What it keeps of a server is what a client can see: the slots (a reque
 the slot count it was started with, and a context size that a long prompt overflows. The one
 number rewritten in an answer is a prompt's token count (BYTES_PER_TOKEN), in the overflow's
 400 and in `/v1/chat/completions/input_tokens`; `/slots` and `/props` follow `--slots`.
+The recordings are read through `llamafast._recordings`, the one reader of them.
 The pieces a loopback test server needs as well (reading a request, the slot JSON, where the
 slot is freed) are here, once; tests/_server.py imports them.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.resources
 import json
 import re
 import socket
@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import llamafast
+from .._recordings import BUNDLED, SERVE, split
 
 __all__ = ["RecordedServer", "Request", "main", "pick", "read_request"]
 
 PROG = "llamafast serve"
-DIR = ("_recordings", "serve")
 BYTES_PER_TOKEN = 4
 """A prompt counts as one token per this many bytes of its messages and tools (JSON): a rough
 stand-in for the tokenizer, enough to tell a prompt that cannot fit from one that can."""
@@ -76,12 +75,6 @@ def read_request(conn: socket.socket, timeout: float = 10.0) -> Request | None:
         body += part
     conn.settimeout(None)
     return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
-
-
-def split(raw: bytes) -> tuple[bytes, bytes]:
-    """(head including the blank line, body) of a recorded response."""
-    end = raw.index(b"\r\n\r\n") + 4
-    return raw[:end], raw[end:]
 
 
 def raw_response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
@@ -150,16 +143,10 @@ class Recording:
 @functools.cache
 def recording(name: str) -> Recording:
     """`_recordings/serve/NAME.http` (or `_recordings/NAME.http` for `../NAME`) and its pacing."""
-    root = importlib.resources.files(llamafast).joinpath(*DIR)
+    folder = SERVE
     if name.startswith("../"):
-        root, name = importlib.resources.files(llamafast).joinpath(DIR[0]), name[3:]
-    raw = root.joinpath(f"{name}.http").read_bytes()
-    timing = root.joinpath(f"{name}.timing.json")
-    reads: tuple[tuple[float, int], ...] = ()
-    if timing.is_file():
-        data = json.loads(timing.read_bytes())
-        reads = tuple((float(t), int(n)) for t, n in data["reads_ms_bytes"])
-    return Recording(raw, reads)
+        folder, name = BUNDLED, name[3:]
+    return Recording(folder.raw(name), tuple(folder.reads(name)))
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:

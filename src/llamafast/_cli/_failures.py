@@ -1,0 +1,108 @@
+"""The command line's failures: each one line, `kind: message`, and its exit status.
+
+Every failure of a command ends as a CliError (status 1) or a UsageError (a bad option or
+option value, status 2, as argparse's own); a failure after the display opened is Failed, which
+carries the view to close before the error line; writing the output failing is OutputError
+(Output raises it). `option` reads an option's value as a number or refuses it as a UsageError.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import IO, TYPE_CHECKING, Any
+
+from .._errors import SHOW
+
+if TYPE_CHECKING:
+    from ._display import View
+
+__all__ = ["CONTROLS", "CliError", "Failed", "Output", "OutputError", "UsageError", "option"]
+
+# Model output may hold control characters (random weights produce them; see fixtures/INDEX.md):
+# shown raw they would move the cursor or inject terminal escapes. Show them as `\xNN` escapes;
+# tab and newline stay what they are.
+CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
+
+
+class CliError(Exception):
+    """A failure reported as one line, `kind: message`, with exit status 1."""
+
+    status = 1
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(kind, message)
+        self.kind = kind
+        # one short line, whatever the server or the file said
+        text = " ".join(message.split()).translate(CONTROLS)
+        self.message = text if len(text) <= SHOW else f"{text[:SHOW]}..."
+
+    @classmethod
+    def of(cls, err: BaseException, prefix: str = "") -> CliError:
+        return cls(type(err).__name__, prefix + (str(err) or repr(err)))
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+class UsageError(CliError):
+    """A bad option or option value: one line, exit status 2 (as argparse's own usage errors)."""
+
+    status = 2
+
+
+class OutputError(CliError):
+    """Writing the output failed (a full disk; a reader that left, `broken`)."""
+
+    def __init__(self, err: OSError) -> None:
+        super().__init__(type(err).__name__, f"cannot write the output: {err.strerror or err}")
+        self.broken = isinstance(err, BrokenPipeError)
+
+
+class Output:
+    """The output stream, its write failures raised as OutputError."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        try:
+            return self.out.write(text)
+        except OSError as err:
+            raise OutputError(err) from None
+
+    def flush(self) -> None:
+        try:
+            self.out.flush()
+        except OSError as err:
+            raise OutputError(err) from None
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+
+class Failed(CliError):
+    """A failure after the display opened: the view is closed before the error line."""
+
+    def __init__(self, view: View, err: BaseException, message: str | None = None) -> None:
+        if isinstance(err, CliError):
+            super().__init__(err.kind, err.message)
+        elif isinstance(err, KeyboardInterrupt):
+            super().__init__("KeyboardInterrupt", "interrupted")
+        else:
+            super().__init__(type(err).__name__, message or str(err) or repr(err))
+        self.view = view
+        self.cause = err
+
+
+def option(name: str, text: str | None, kind: type[int] | type[float]) -> Any:
+    """The value of option `name` (given as `text`) as `kind`; a UsageError if not."""
+    if text is None:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise UsageError("ValueError", f"{name} must be {noun}, not {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise UsageError("ValueError", f"{name} must be a finite number, not {text!r}")
+    return value
