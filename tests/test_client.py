@@ -65,7 +65,7 @@ from llamafast import (
     WaitTimeoutError,
     build_body,
 )
-from llamafast._client_core import backoff_ms, poll_delays
+from llamafast._core import backoff_ms, poll_delays
 
 CHAT = "/v1/chat/completions"
 STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]

@@ -28,7 +28,7 @@ from llamafast import (
     StalledError,
     User,
 )
-from llamafast._client_core import MAX_SLOTS_BODY
+from llamafast._core import MAX_SLOTS_BODY
 from llamafast._serve import raw_response
 
 CLIENTS = {

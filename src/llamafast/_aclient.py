@@ -8,7 +8,7 @@
 """The asyncio client: `AsyncClient(cfg).stream(req)` and `await .complete(req)`.
 
 Both clients follow the same rules, give the same events and raise the same errors (see
-`RequestCore`); only the waiting is `await`,
+`ChatExchange`); only the waiting is `await`,
 and cancelling the task closes the connection.
 """
 
@@ -26,11 +26,12 @@ from typing import Any, ClassVar, TypeVar
 
 from . import _transport
 from ._body import build_body
-from ._client_core import (
+from ._config import Config, Limits
+from ._core import (
     EMBED_PATH,
     MAX_SLOTS_BODY,
     RERANK_PATH,
-    CallCore,
+    ChatExchange,
     Close,
     Connect,
     Core,
@@ -38,18 +39,17 @@ from ._client_core import (
     Emit,
     Phase,
     Receive,
-    RequestCore,
     ServerCall,
     Sleep,
     StreamState,
     WaitTurn,
+    WholeCall,
     not_served,
     read_ranked,
     read_slots,
     rerank_body,
     text_of,
 )
-from ._config import Config, Limits
 from ._deliver import async_deliver
 from ._errors import InferError, StreamClosedEarlyError
 from ._messages import chat_request
@@ -77,7 +77,7 @@ class AsyncClient:
     `complete(req, on_event=None)` does that loop for you. One connection per request. The
     rules (the per-slot order, waiting for a slot or a model load, retries, the thinking
     budget, the deadline of each request) and which error ends a request are those of
-    `RequestCore` (docs/client.md). Once the stream has started nothing is retried, and the
+    `ChatExchange` (docs/client.md). Once the stream has started nothing is retried, and the
     reader's errors map to:
 
     =========================================  ====================================
@@ -175,7 +175,7 @@ class AsyncClient:
         vectors = self._engine.Vectors(plan.n)
 
         async def batch(first: int, count: int) -> None:
-            call = CallCore(
+            call = WholeCall(
                 self._core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
             )
             status, parts = await self._call(call.phases())
@@ -202,7 +202,7 @@ class AsyncClient:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        status, parts = await self._call(CallCore(self._core, "POST", RERANK_PATH, body).phases())
+        status, parts = await self._call(WholeCall(self._core, "POST", RERANK_PATH, body).phases())
         if status != 200:
             raise not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
@@ -212,7 +212,7 @@ class AsyncClient:
         client; one when the server does not say)."""
         core = self._core
         if core.slot_count is None:
-            ask = CallCore(core, "GET", "/slots", None, MAX_SLOTS_BODY)
+            ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
             try:
                 status, parts = await self._call(ask.phases())
                 if status == 200:
@@ -322,7 +322,7 @@ class AsyncClientStream(StreamState):
         self._engine = client._engine
         self._turns = client._turns
         self._ssl = client._ssl
-        self._core = RequestCore(client._core, req, body.encode("utf-8"), limits)
+        self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
         self._conn: Any = None  # the chat's, once the stream has begun

@@ -23,8 +23,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from . import _twins
-from ._client_core import Target, Ticket, WaitTurn
+from ._core import Ticket, WaitTurn
 from ._errors import HandshakeTimeout
+from ._url import Target
 
 __all__ = [
     "PURE",
