@@ -24,6 +24,7 @@ from . import _transport
 from ._body import build_body
 from ._config import Config, Limits
 from ._core import (
+    BEFORE_FIRST_CHUNK,
     EMBED_PATH,
     MAX_SLOTS_BODY,
     RERANK_PATH,
@@ -319,7 +320,7 @@ class ClientStream(StreamState):
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
         self._conns: list[Any] = []  # every connection this request has open
         self._conn: Any = None  # the chat's, once the stream has begun
-        self._chat: Any = None
+        self._assembler: Any = BEFORE_FIRST_CHUNK
         self._batch: list[ChatEvent] = []  # the rest of an item's events, reversed
         self._watch = self._core.watch_budget
         self._completion: Completion | None = None
@@ -496,5 +497,5 @@ class ClientStream(StreamState):
         core = self._core
         conn = self._conn = core.conn
         sink = core.start_stream()
-        self._chat = sink.assembler
+        self._assembler = sink.assembler
         conn.start_stream(sink, self._core.limits.stall_timeout)

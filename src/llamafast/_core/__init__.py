@@ -44,9 +44,10 @@ from ._session import (
     Core,
     request_bytes,
 )
-from ._stream import StreamState
+from ._stream import BEFORE_FIRST_CHUNK, StreamState
 
 __all__ = [
+    "BEFORE_FIRST_CHUNK",
     "CHAT_PATH",
     "CONTROL_PATH",
     "EMBED_PATH",
