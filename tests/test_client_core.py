@@ -36,11 +36,13 @@ from llamafast._core import (
     Close,
     Connect,
     Core,
+    Done,
     Emit,
     Receive,
     Sleep,
     WaitTurn,
     read_slots,
+    step,
 )
 from llamafast._errors import HandshakeTimeout
 from llamafast._http_py import Receiver, ResponseParser
@@ -165,11 +167,10 @@ class Fake:
         send: Any = None
         throw: BaseException | None = None
         while True:
-            try:
-                cmd = gen.send(send) if throw is None else gen.throw(throw)
-            except StopIteration as stop:
-                return stop.value
+            cmd = step(gen, send, throw)
             send = throw = None
+            if isinstance(cmd, Done):
+                return cmd.value
             if isinstance(cmd, Emit):
                 events.append(cmd.event)
                 continue

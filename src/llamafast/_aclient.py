@@ -36,6 +36,7 @@ from ._core import (
     Close,
     Connect,
     Core,
+    Done,
     EmbedPlan,
     Emit,
     Phase,
@@ -49,12 +50,14 @@ from ._core import (
     read_ranked,
     read_slots,
     rerank_body,
+    step,
     text_of,
 )
 from ._deliver import async_deliver
 from ._errors import InferError, StreamClosedEarlyError
 from ._messages import chat_request
 from ._transport import SELECTED, Engine, async_run_all, async_sleep_until
+from ._url import Target
 from ._values import (
     ChatEvent,
     ChatMessage,
@@ -258,37 +261,13 @@ class AsyncClient:
     async def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        engine = self._engine
-        conns: list[Any] = []
-        result: Any = None
-        failure: BaseException | None = None
+        commands = _Commands(self._engine, self._target, self._ssl, self._turns)
         try:
-            while True:
-                try:
-                    cmd = phase.send(result) if failure is None else phase.throw(failure)
-                except StopIteration as stop:
-                    value: T = stop.value
-                    return value
-                result = failure = None
-                kind = type(cmd)
-                try:
-                    if kind is Connect:
-                        conn = await engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
-                        conns.append(conn)
-                        conn.send(cmd.request, cmd.until)
-                        result = conn
-                    elif kind is Receive:
-                        await cmd.conn.receive(cmd.until)
-                    elif kind is Close:
-                        cmd.conn.close()
-                    elif kind is Sleep:
-                        await async_sleep_until(cmd.until)
-                    # Emit (Retrying, Waiting): these calls hand out no events
-                except OSError as err:
-                    failure = err
+            done = await commands._drive(phase, [])
         finally:
-            for conn in conns:
-                conn.close()
+            commands._close_all()
+        value: T = done.value
+        return value
 
     async def aclose(self) -> None:
         """Close every stream of this client that is still open (their connections, their
@@ -310,7 +289,82 @@ class AsyncClient:
         return f"{type(self).__name__}({self._target.url!r})"
 
 
-class AsyncClientStream(StreamState):
+class _Commands:
+    """What carries out the core's commands for one call or one stream: the connections it
+    opened (`_conns`), the slot lines' waits (`_turns`); `_closed` once closed from
+    elsewhere."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        target: Target,
+        tls: ssl.SSLContext | None,
+        turns: _transport.AsyncTurns,
+    ) -> None:
+        self._engine = engine
+        self._target = target
+        self._ssl = tls
+        self._turns = turns
+        self._conns: list[Any] = []  # every connection this request has open
+        self._closed = False
+
+    async def _drive(self, phase: Phase[Any], events: list[ChatEvent] | None) -> Any:
+        """The one command loop: carry out `phase`'s commands until it returns (its `Done`),
+        its events (Emit) collected in `events`; with `events` None, until it emits (the
+        `Emit`: the phase goes on at the next call). Closed from elsewhere: StopAsyncIteration,
+        what the core would do next is moot."""
+        result: Any = None
+        failure: BaseException | None = None
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            cmd = step(phase, result, failure)
+            result = failure = None
+            kind = type(cmd)
+            if kind is Emit:
+                if events is None:
+                    return cmd
+                events.append(cmd.event)
+                continue
+            if kind is Done:
+                return cmd
+            try:
+                result = await self._carry(cmd)
+            except OSError as err:
+                failure = err
+
+    async def _carry(self, cmd: Any) -> Any:
+        """One of the core's commands (not Emit); its result."""
+        kind = type(cmd)
+        if kind is Receive:
+            await cmd.conn.receive(cmd.until)
+        elif kind is Connect:
+            conn = await self._engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
+            self._conns.append(conn)
+            if self._closed:  # closed from elsewhere meanwhile
+                conn.close()
+                raise ConnectionResetError("the stream was closed")
+            conn.send(cmd.request, cmd.until)
+            return conn
+        elif kind is Close:
+            cmd.conn.close()
+            if cmd.conn in self._conns:
+                self._conns.remove(cmd.conn)
+        elif kind is Sleep:
+            await async_sleep_until(cmd.until)
+        elif kind is WaitTurn:
+            await self._turns.wait(cmd)
+        else:
+            raise AssertionError(f"unknown command {cmd!r}")
+        return None
+
+    def _close_all(self) -> None:
+        conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+
+
+class AsyncClientStream(_Commands, StreamState):
     """One request's events (from `AsyncClient.stream`): enter it, iterate it, then read
     `.completion`. `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
     stream as it arrives. Leaving the block, `aclose()`, dropping the stream, or cancelling
@@ -320,12 +374,10 @@ class AsyncClientStream(StreamState):
         self, client: AsyncClient, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        self._engine = client._engine
-        self._turns = client._turns
-        self._ssl = client._ssl
+        super().__init__(client._engine, client._target, client._ssl, client._turns)
+        self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
-        self._conns: list[Any] = []  # every connection this request has open
         self._conn: Any = None  # the chat's, once the stream has begun
         self._assembler: Any = BEFORE_FIRST_CHUNK
         self._batch: list[ChatEvent] = []  # the rest of an item's events, reversed
@@ -422,9 +474,7 @@ class AsyncClientStream(StreamState):
 
     def _release(self) -> None:
         """Close every connection and leave the slot's line (idempotent)."""
-        conns, self._conns = self._conns, []
-        for conn in conns:
-            conn.close()
+        self._close_all()
         self._turns.wake(self._core.leave())
 
     async def _before_stream(self) -> ChatEvent | None:
@@ -434,71 +484,38 @@ class AsyncClientStream(StreamState):
         if phase is None:
             self._enter()
             phase = self._phase = self._core.phases()
-        result: Any = None
-        failure: BaseException | None = None
-        while True:
-            if self._closed:  # closed from elsewhere: what the core would do next is moot
-                raise StopAsyncIteration
-            try:
-                cmd = phase.send(result) if failure is None else phase.throw(failure)
-            except StopIteration as stop:
-                self._phase = None
-                if not stop.value or self._closed:  # closed while in line
-                    raise StopAsyncIteration from None
-                self._start_stream()
-                return None
-            if type(cmd) is Emit:
-                return cmd.event
-            result = failure = None
-            try:
-                result = await self._carry(cmd)
-            except OSError as err:
-                failure = err
-
-    async def _carry(self, cmd: Any) -> Any:
-        """One of the core's commands (not Emit); its result."""
-        kind = type(cmd)
-        if kind is Receive:
-            await cmd.conn.receive(cmd.until)
-        elif kind is Connect:
-            target = self._core.core.target
-            conn = await self._engine.AsyncConnection.open(target, cmd.until, self._ssl)
-            self._conns.append(conn)
-            if self._closed:  # closed from elsewhere meanwhile
-                conn.close()
-                raise ConnectionResetError("the stream was closed")
-            conn.send(cmd.request, cmd.until)
-            return conn
-        elif kind is Close:
-            cmd.conn.close()
-            if cmd.conn in self._conns:
-                self._conns.remove(cmd.conn)
-        elif kind is Sleep:
-            await async_sleep_until(cmd.until)
-        elif kind is WaitTurn:
-            await self._turns.wait(cmd)
-        else:  # pragma: no cover - a command this driver does not know
-            raise AssertionError(f"unknown command {cmd!r}")
+        got = await self._drive(phase, None)
+        if type(got) is Emit:
+            return got.event
+        self._phase = None
+        if not got.value or self._closed:  # closed while in line
+            raise StopAsyncIteration
+        self._start_stream()
         return None
 
     async def _side(self, phase: Phase[Any]) -> list[ChatEvent]:
         """Carry out a phase to its end (the thinking budget's request): its events."""
         events: list[ChatEvent] = []
-        result: Any = None
-        failure: BaseException | None = None
-        while True:
-            try:
-                cmd = phase.send(result) if failure is None else phase.throw(failure)
-            except StopIteration:
-                return events
-            result = failure = None
-            if type(cmd) is Emit:
-                events.append(cmd.event)
-                continue
-            try:
-                result = await self._carry(cmd)
-            except OSError as err:
-                failure = err
+        await self._drive(phase, events)
+        return events
+
+    # --- complete()'s handout (rule HANDOUT, _deliver.py) --------------------------------------
+
+    def _handout_start(self) -> tuple[Any, Any] | None:
+        """The connection and the Sink, once the body has begun, when its events may be
+        handed out from the arrival callback (no thinking budget to watch between items);
+        else None."""
+        if self._watch or self._conn is None:
+            return None
+        return self._conn, self._core.sink
+
+    def _held(self) -> list[ChatEvent]:
+        """The events of the current item not handed out yet, reversed (pop the next)."""
+        return self._batch
+
+    def _hold(self, rest: list[ChatEvent]) -> None:
+        """Keep `rest` (reversed) as the events to hand out before the next item."""
+        self._batch = rest
 
     def _start_stream(self) -> None:
         core = self._core

@@ -341,7 +341,7 @@ class ChatExchange(Exchange):
         sink = self.sink
         conn = self.conn
         try:
-            events = sink.take()
+            events: list[ChatEvent] = sink.take()
             if events:
                 return events
             if sink.done or conn.parser.done:
