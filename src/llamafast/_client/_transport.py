@@ -22,10 +22,10 @@ import threading
 import time
 from typing import Any, cast
 
-from . import _twins
-from ._core import Ticket, WaitTurn
-from ._errors import HandshakeTimeout
-from ._url import Target
+from .. import _twins
+from .._core import Ticket, WaitTurn
+from .._errors import HandshakeTimeout
+from .._url import Target
 
 __all__ = [
     "PURE",

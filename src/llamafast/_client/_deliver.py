@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._values import ChatEvent, Completion
+from .._values import ChatEvent, Completion
 
 __all__ = ["async_deliver", "deliver"]
 
