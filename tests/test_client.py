@@ -65,7 +65,7 @@ from llamafast import (
     WaitTimeoutError,
     build_body,
 )
-from llamafast._client_core import backoff_ms, poll_delays
+from llamafast._core import backoff_ms, poll_delays
 
 CHAT = "/v1/chat/completions"
 STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]
@@ -916,13 +916,13 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 def test_https(drive: Driver, tls_files: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     import ssl
 
-    import llamafast._transport
+    import llamafast._client._transport
 
     cert, key = tls_files
     served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     served.load_cert_chain(cert, key)
     trusted = ssl.create_default_context(cafile=cert)
-    monkeypatch.setattr(llamafast._transport, "_SSL", trusted)
+    monkeypatch.setattr(llamafast._client._transport, "_SSL", trusted)
     with ReplayServer(tls=served) as srv:
         srv.script = [Reply("reasoning_then_content")]
         assert srv.url.startswith("https://")
@@ -931,7 +931,7 @@ def test_https(drive: Driver, tls_files: tuple[str, str], monkeypatch: pytest.Mo
         assert out.events == expected("reasoning_then_content")[0]
         assert srv.paths() == ["/slots", CHAT]
     # a certificate the client does not trust is a ConnectError, not a silent plain request
-    monkeypatch.setattr(llamafast._transport, "_SSL", ssl.create_default_context())
+    monkeypatch.setattr(llamafast._client._transport, "_SSL", ssl.create_default_context())
     with ReplayServer(tls=served) as srv:
         out = drive.run(cfg(srv, retries=0), req())
         assert isinstance(out.raised(ConnectError).error, ssl.SSLError)

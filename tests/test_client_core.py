@@ -1,6 +1,6 @@
 # The client's rules against the sans-I/O core alone: a fake clock and a scripted server carry
 # out its commands, so every timing rule is checked exactly and at once (no sockets, no sleep).
-"""RequestCore: the line, the first byte, loads, retries, the thinking budget, errors."""
+"""ChatExchange: the line, the first byte, loads, retries, the thinking budget, errors."""
 
 from __future__ import annotations
 
@@ -31,16 +31,18 @@ from llamafast import (
     Waiting,
     WaitTimeoutError,
 )
-from llamafast._client_core import (
+from llamafast._core import (
+    ChatExchange,
     Close,
     Connect,
     Core,
+    Done,
     Emit,
     Receive,
-    RequestCore,
     Sleep,
     WaitTurn,
     read_slots,
+    step,
 )
 from llamafast._engine._http_py import Receiver, ResponseParser
 from llamafast._errors import HandshakeTimeout
@@ -165,11 +167,10 @@ class Fake:
         send: Any = None
         throw: BaseException | None = None
         while True:
-            try:
-                cmd = gen.send(send) if throw is None else gen.throw(throw)
-            except StopIteration as stop:
-                return stop.value
+            cmd = step(gen, send, throw)
             send = throw = None
+            if isinstance(cmd, Done):
+                return cmd.value
             if isinstance(cmd, Emit):
                 events.append(cmd.event)
                 continue
@@ -178,8 +179,8 @@ class Fake:
             except OSError as err:
                 throw = err
 
-    def request(self, slot: int | None = 0) -> RequestCore:
-        return RequestCore(self.core, ChatRequest(slot, [User("x")]), b"{}")
+    def request(self, slot: int | None = 0) -> ChatExchange:
+        return ChatExchange(self.core, ChatRequest(slot, [User("x")]), b"{}")
 
     def run(self, slot: int | None = 0) -> tuple[list[Any], BaseException | None]:
         rc = self.request(slot)
@@ -450,7 +451,7 @@ def test_200_that_is_not_an_event_stream_is_protocol_error() -> None:
 # --- the thinking budget ----------------------------------------------------------------------
 
 
-def budget_run(fake: Fake, steps: list[tuple[bool, int]]) -> tuple[list[Any], RequestCore]:
+def budget_run(fake: Fake, steps: list[tuple[bool, int]]) -> tuple[list[Any], ChatExchange]:
     rc = fake.request(0)
     events: list[Any] = []
     for in_reasoning, tokens in steps:

@@ -22,7 +22,7 @@ from llamafast import (
     Limits,
     User,
 )
-from llamafast._client_core import request_bytes
+from llamafast._core import request_bytes
 from llamafast._url import Target
 
 CHAT = "/v1/chat/completions"

@@ -29,7 +29,7 @@ from llamafast import (
     User,
 )
 from llamafast._cli._serve import raw_response
-from llamafast._client_core import MAX_SLOTS_BODY
+from llamafast._core import MAX_SLOTS_BODY
 
 CLIENTS = {
     "sync": llamafast.Client,

@@ -388,11 +388,21 @@ class _WakingFloor(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
 
+def _response_parser() -> Any:
+    """The clients' ResponseParser (the selected twin's), where this install keeps it."""
+    try:
+        from llamafast._client._transport import ResponseParser
+    except ImportError:  # an install from before the drivers moved into llamafast._client
+        from llamafast._transport import ResponseParser  # type: ignore[no-redef]
+    return ResponseParser
+
+
 def _waking_floor(engine: bool) -> Factory:
     def make(host: str, port: int, prefix: str, chunks: int) -> Any:
         if engine:
             from llamafast import Assembler, SseDecoder
-            from llamafast._transport import ResponseParser
+
+            ResponseParser = _response_parser()
 
         async def one(slot: int) -> int:
             loop = asyncio.get_running_loop()
@@ -482,7 +492,8 @@ def _recv_into_engine_floor(host: str, port: int, prefix: str, chunks: int) -> A
     """The bare POST again, its body read into the HTTP parser's buffer and turned into events
     by llamafast's engine (SseDecoder, Assembler): what `Client` costs without its client."""
     from llamafast import Assembler, SseDecoder
-    from llamafast._transport import ResponseParser
+
+    ResponseParser = _response_parser()
 
     def one(slot: int) -> int:
         parser, decoder, chat = ResponseParser(), SseDecoder(), Assembler()

@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 # `_twins` selected (the Cython ones when the extensions are built), and so are the clients'
 # (`llamafast.pure`'s clients are these run on the pure twins).
 if TYPE_CHECKING:  # a type checker keeps the pure twins' declarations, from `pure`
-    from ._aclient import AsyncClient as AsyncClient
-    from ._client import Client as Client
+    from ._client._async import AsyncClient as AsyncClient
+    from ._client._sync import Client as Client
     from .pure import *  # noqa: F403
     from .pure import __all__ as __all__
 else:
@@ -31,8 +31,8 @@ else:
         names = globals()
         names.update((name, getattr(pure, name)) for name in pure.__all__)
         names.update((name, getattr(twins.SELECTED, name)) for name in twins.PUBLIC)
-        names["AsyncClient"] = importlib.import_module("._aclient", __name__).AsyncClient
-        names["Client"] = importlib.import_module("._client", __name__).Client
+        names["AsyncClient"] = importlib.import_module("._client._async", __name__).AsyncClient
+        names["Client"] = importlib.import_module("._client._sync", __name__).Client
         names["IMPLEMENTATION"] = twins.SELECTED.IMPLEMENTATION
         names["__all__"] = pure.__all__
 

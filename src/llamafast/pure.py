@@ -10,8 +10,10 @@ pure twins only (the response parser, the arrival path and the Sink).
 from typing import TYPE_CHECKING
 
 # This module itself: `llamafast.pure.pure`, as the top level has `llamafast.pure`.
-from . import _aclient, _client, pure
+from . import pure
 from ._body import build_body
+from ._client import _async, _sync
+from ._client._transport import PURE as _PURE
 from ._config import Config, InferConfig, Limits
 from ._engine import _twins
 from ._errors import (
@@ -35,7 +37,6 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
 )
-from ._transport import PURE as _PURE
 from ._values import (
     DONE,
     Assistant,
@@ -82,18 +83,18 @@ else:
     globals().update((name, getattr(_twins.PURE, name)) for name in _twins.PUBLIC)
 
 
-class Client(_client.Client):
-    __doc__ = _client.Client.__doc__
+class Client(_sync.Client):
+    __doc__ = _sync.Client.__doc__
     _engine = _PURE
 
 
-class AsyncClient(_aclient.AsyncClient):
-    __doc__ = _aclient.AsyncClient.__doc__
+class AsyncClient(_async.AsyncClient):
+    __doc__ = _async.AsyncClient.__doc__
     _engine = _PURE
 
 
-ClientStream = _client.ClientStream
-AsyncClientStream = _aclient.AsyncClientStream
+ClientStream = _sync.ClientStream
+AsyncClientStream = _async.AsyncClientStream
 
 IMPLEMENTATION = _twins.PURE.IMPLEMENTATION
 """Which twins these names are: "python" here; "cython" or "python" in `llamafast`."""

@@ -19,12 +19,11 @@ from ._sse_c cimport SSE_DONE, SSE_ITEM, SSE_PADDING, BoundReader, SseDecoder
 from ._assemble_c import PADDING
 from .._errors import CancelledReadError, busy_error, uninitialised_error
 from .._limits import MAX_LINE
+from ._stream_state import not_over  # the words of every stream's state (StreamView's)
 
 # The pure twin's public names (the stub, _chat_c.pyi, declares them for both).
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]
 
-cdef str _NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
-cdef str _CLOSED = "the stream was closed before it ended"
 
 # The decoder guarantees SSE_PADDING readable bytes after each payload; when that covers
 # simdjson's SIMDJSON_PADDING, payloads are parsed where they lie (else push_into copies them).
@@ -160,7 +159,8 @@ cdef class Sink:
 
 cdef class _State:
     """What the sync and async streams share (as _chat_py._State): the Sink, the current item's
-    events not handed out yet, and the outcome. The Sink is the stream's own, used under the
+    events not handed out yet, and the outcome; what it shows mirrors _stream_state.StreamView
+    over C fields. The Sink is the stream's own, used under the
     stream's guard."""
 
     cdef Sink _sink              # None until __init__ runs
@@ -215,7 +215,7 @@ cdef class _State:
             return self._completion
         if self._error is not None:
             raise self._error
-        raise RuntimeError(_CLOSED if self._closed else _NOT_ENDED)
+        raise not_over(self._closed)
 
     @property
     def id(self):

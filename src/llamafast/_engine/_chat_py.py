@@ -18,11 +18,9 @@ from .._limits import MAX_LINE
 from .._values import ChatEvent, Completion
 from ._assemble_py import Assembler
 from ._sse_py import AsyncPending, Events, Pending, SseDecoder
+from ._stream_state import StreamView
 
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]
-
-_NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
-_CLOSED = "the stream was closed before it ended"
 
 
 class Sink:
@@ -242,12 +240,12 @@ class _Unready:
         raise self.error
 
 
-class _State(Pending):
+class _State(StreamView, Pending):
     """What the sync and async streams share: the Sink, the events not yet handed out, the
     outcome (a Completion or a latched error) and the read-only state for the client. One
     caller at a time (OneCaller): a second __next__ / __anext__ / __init__ while one runs is
     refused and the first goes on. The Sink is the stream's own: it is used under the
-    stream's lock, through its lock-free methods."""
+    stream's lock, through its lock-free methods. What it shows is `StreamView`'s."""
 
     __slots__ = ("_assembler", "_closed", "_completion", "_ended", "_sink")
     _sink: Sink | _Unready  # _Unready until __init__ runs
@@ -275,38 +273,6 @@ class _State(Pending):
         self._error = None
         self._ended = False  # iteration is over: it ended cleanly, or the stream was closed
         self._closed = False
-
-    @property
-    def completion(self) -> Completion:
-        """The Completion once iteration has ended cleanly.
-
-        docs/assembler.md, rule STREAM-COMPLETION.
-        """
-        if self._completion is not None:
-            return self._completion
-        if self._error is not None:
-            raise self._error
-        raise RuntimeError(_CLOSED if self._closed else _NOT_ENDED)
-
-    @property
-    def id(self) -> str | None:
-        return self._assembler.id
-
-    @property
-    def reasoning_tokens(self) -> int:
-        return self._assembler.reasoning_tokens
-
-    @property
-    def in_reasoning(self) -> bool:
-        return self._assembler.in_reasoning
-
-    @property
-    def is_finished(self) -> bool:
-        return self._assembler.is_finished
-
-    def partial_arguments(self, index: int) -> Any:
-        """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
-        return self._assembler.partial_arguments(index)
 
     def _mark_closed(self) -> bool:
         """Stop the iteration; whether this is the first close."""

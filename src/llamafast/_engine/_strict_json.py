@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from .._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
-__all__ = ["parse"]
+__all__ = ["parse", "reject_constant"]
 
 # --- strict JSON (docs/assembler.md, rule STRICT-JSON) -----------------------------------------
 # json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
@@ -37,7 +37,7 @@ _SURROGATE_ESCAPE: Final = b"\\ud"
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-def _reject_constant(name: str) -> Any:
+def reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
@@ -55,11 +55,11 @@ def _int_in_range(text: str) -> int:
     return value
 
 
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER: Final = json.JSONDecoder(parse_constant=reject_constant)
 # The decoder's C scanner (typeshed does not declare the attribute): (text, index) -> (value, end).
 _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _CHECKED: Final = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int_in_range
+    parse_constant=reject_constant, parse_float=_finite_float, parse_int=_int_in_range
 )
 
 

@@ -29,7 +29,7 @@ from .._errors import (
     embedding_error,
 )
 from .._values import Embeddings, Usage
-from ._strict_json import _finite_float, _int_in_range, _reject_constant
+from ._strict_json import _finite_float, _int_in_range, reject_constant
 
 __all__ = ["Vectors"]
 
@@ -55,7 +55,7 @@ def first_not_finite(raw: bytes | bytearray | memoryview) -> int:
 # 1e400) makes the answer not JSON, as it does for the Cython twin: the standard library would
 # read both, so these hooks refuse them (the assembler's strict JSON does the same).
 _DECODER = json.JSONDecoder(
-    parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_int_in_range
+    parse_constant=reject_constant, parse_float=_finite_float, parse_int=_int_in_range
 )
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import select
 import socket
 import ssl
@@ -19,12 +20,12 @@ import struct
 import sys
 import threading
 import time
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
-from ._client_core import Target, Ticket, WaitTurn
-from ._engine import _twins
-from ._errors import HandshakeTimeout
+from .._core import Ticket, WaitTurn
+from .._engine import _twins
+from .._errors import HandshakeTimeout
+from .._url import Target
 
 __all__ = [
     "PURE",
@@ -98,13 +99,16 @@ class _SyncIO:
     eof: bool
     stalled: bool
     error: BaseException | None
+    early: list[bytes]
+    sink: Any
     get_buffer: Any
     buffer_updated: Any
+    Parser: Any  # the twin's ResponseParser (Engine.of)
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
         """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
-        conn = cls(None, cls.Parser())  # type: ignore[attr-defined]
+        conn: Any = cast(Any, cls)(None, cls.Parser())
         conn.eof = conn.stalled = False
         left = max(0.001, until - time.monotonic())
         try:
@@ -151,8 +155,8 @@ class _SyncIO:
         """From now on the body becomes events in `sink`; each read of the stream waits at
         most `stall` seconds. On a plain socket the kernel keeps that bound (SO_RCVTIMEO: a
         late read fails with EAGAIN), which spares Python's poll before every read."""
-        early, self.early = self.early, []  # type: ignore[attr-defined]
-        self.sink = sink  # type: ignore[attr-defined]
+        early, self.early = self.early, []
+        self.sink = sink
         if early:
             sink.feed(early)
         sock = self.sock
@@ -212,13 +216,18 @@ class _AsyncIO:
     stalled: bool
     last: float
     watched: bool
+    early: list[bytes]
+    sink: Any
     _wake: Any
+    _stall: float
+    _timer: asyncio.TimerHandle | None
+    Parser: Any  # the twin's ResponseParser (Engine.of)
 
     @classmethod
     async def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
         """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
         loop = asyncio.get_running_loop()
-        conn = cls(loop, cls.Parser())  # type: ignore[attr-defined]
+        conn: Any = cast(Any, cls)(loop, cls.Parser())
         conn.eof = conn.stalled = False
         conn._stall = 0.0
         conn._timer = None
@@ -305,6 +314,11 @@ class _AsyncIO:
         waiter = self.waiter = self.loop.create_future()
         await waiter
 
+    def wake(self) -> None:
+        """Wake the task waiting in `receive` or `pump` (complete()'s handout stopping or
+        pausing)."""
+        self._wake()
+
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
         # it is set again from the newest arrival, so arrivals themselves never touch a timer.
@@ -362,29 +376,37 @@ def run_all(calls: list[Any], width: int) -> None:
 # --- the engines: each twin's Sink and connections ---------------------------------------------
 
 
-def _engine(twin: _twins.Twin) -> SimpleNamespace:
-    """A twin's Sink and its connection classes over its Receiver and ResponseParser."""
-    name, receiver, parser = twin.IMPLEMENTATION, twin.Receiver, twin.ResponseParser
-    sync_cls = type("SyncConnection", (_SyncIO, receiver), {"Parser": parser})
-    async_cls = type(
-        "AsyncConnection", (_AsyncIO, receiver, asyncio.BufferedProtocol), {"Parser": parser}
-    )
-    for cls in (sync_cls, async_cls):
-        cls.__module__ = __name__
-        cls.__qualname__ = f"{cls.__name__}[{name}]"
-    return SimpleNamespace(
-        IMPLEMENTATION=name,
-        Sink=twin.Sink,
-        Vectors=twin.Vectors,
-        ResponseParser=parser,
-        SyncConnection=sync_cls,
-        AsyncConnection=async_cls,
-    )
+@dataclasses.dataclass(frozen=True, slots=True)
+class Engine:
+    """What a client runs on, built from one twin (`Engine.of`): its Sink (the body's bytes to
+    events), its Vectors, its ResponseParser, and the sync and asyncio connection classes over
+    its Receiver, so `llamafast.pure`'s clients run on the pure twin only."""
+
+    IMPLEMENTATION: str
+    Sink: Any
+    Vectors: Any
+    ResponseParser: Any
+    SyncConnection: Any
+    AsyncConnection: Any
+
+    @classmethod
+    def of(cls, twin: _twins.Twin) -> Engine:
+        """The twin's engine: its connection classes are its Receiver with this module's I/O."""
+        name, receiver, parser = twin.IMPLEMENTATION, twin.Receiver, twin.ResponseParser
+
+        class SyncConnection(_SyncIO, receiver):  # type: ignore[valid-type,misc]
+            Parser = parser
+
+        class AsyncConnection(_AsyncIO, receiver, asyncio.BufferedProtocol):  # type: ignore[valid-type,misc]
+            Parser = parser
+
+        for conn in (SyncConnection, AsyncConnection):
+            conn.__qualname__ = f"{conn.__name__}[{name}]"
+        return cls(name, twin.Sink, twin.Vectors, parser, SyncConnection, AsyncConnection)
 
 
-Engine = SimpleNamespace
-PURE = _engine(_twins.PURE)
-SELECTED = PURE if _twins.SELECTED is _twins.PURE else _engine(_twins.SELECTED)
+PURE = Engine.of(_twins.PURE)
+SELECTED = PURE if _twins.SELECTED is _twins.PURE else Engine.of(_twins.SELECTED)
 ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport rows
 
 

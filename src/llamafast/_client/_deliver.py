@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ._values import ChatEvent, Completion
+from .._values import ChatEvent, Completion
 
 __all__ = ["async_deliver", "deliver"]
 
@@ -39,37 +39,37 @@ async def async_deliver(
             if inspect.isawaitable(result):
                 await result
 
-    fast = not stream._watch and not inspect.iscoroutinefunction(on_event)
+    fast = not inspect.iscoroutinefunction(on_event)
     async for event in stream:
         await hand(event)
-        if fast and stream._conn is not None:
+        if fast and (body := stream._handout_start()) is not None:
             break  # the body has begun: what comes next is handed out as it arrives
     else:
         return stream.completion  # type: ignore[no-any-return]
-    while stream._batch:  # the rest of the item that gave the first event
-        await hand(stream._batch.pop())
-    conn, sink = stream._conn, stream._core.sink
-    if conn is not None and sink is not None:
-        handout = _Handout(conn, sink, on_event)
-        conn.deliver = handout
-        try:
-            handout()  # what came with the first event
-            while True:
-                pending = handout.pending
-                if pending is not None:  # delivery waits for it, whatever came meanwhile
-                    handout.pending = None
-                    await pending
-                    conn.deliver = handout
-                    handout()
-                    continue
-                if not handout.running or conn.eof or conn.stalled or conn.error:
-                    break
-                await conn.pump()  # reads again if a backlog grew meanwhile
-        finally:
-            conn.deliver = None
-        if handout.fault is not None:
-            raise handout.fault
-        stream._batch = handout.rest
+    held = stream._held()
+    while held:  # the rest of the item that gave the first event
+        await hand(held.pop())
+    conn, sink = body
+    handout = _Handout(conn, sink, on_event)
+    conn.deliver = handout
+    try:
+        handout()  # what came with the first event
+        while True:
+            pending = handout.pending
+            if pending is not None:  # delivery waits for it, whatever came meanwhile
+                handout.pending = None
+                await pending
+                conn.deliver = handout
+                handout()
+                continue
+            if not handout.running or conn.eof or conn.stalled or conn.error:
+                break
+            await conn.pump()  # reads again if a backlog grew meanwhile
+    finally:
+        conn.deliver = None
+    if handout.fault is not None:
+        raise handout.fault
+    stream._hold(handout.rest)
     async for event in stream:  # the end, or the failure, as iteration gives them
         await hand(event)
     return stream.completion  # type: ignore[no-any-return]
@@ -131,7 +131,7 @@ class _Handout:
             if result is not None and inspect.isawaitable(result):
                 self.pending = result
                 conn.deliver = None  # until the task has awaited it
-                conn._wake()
+                conn.wake()
                 return
         if sink.done or conn.parser.done:
             self._stop()
@@ -139,4 +139,4 @@ class _Handout:
     def _stop(self) -> None:
         self.running = False
         self.conn.deliver = None
-        self.conn._wake()
+        self.conn.wake()

@@ -1,0 +1,409 @@
+# Strategy: the chat request's rules, on top of the exchange's (`Exchange`): its slot's line,
+# the slot count and a busy slot, a router's model, the POST up to an event-stream head, then
+# the stream itself: the events the connection's Sink decoded, the thinking budget, and the end
+# or the fault, mapped (STREAM-ERRORS). The driver carries out the commands and reads the events.
+"""`ChatExchange`: one chat request, from joining its slot's line to the end of its stream."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+from urllib.parse import quote
+
+from .._config import Limits
+from .._errors import (
+    BusyError,
+    ConnectError,
+    ContextOverflowError,
+    InferError,
+    LoadTimeoutError,
+    ProtocolError,
+    SseError,
+    SseIoError,
+    SseTimeoutError,
+    ThinkingOverrunError,
+    WaitTimeoutError,
+    cut,
+    http_error,
+    server_message,
+)
+from .._values import ChatEvent, ChatRequest, Completion, Queued, ThinkingCapped, Waiting
+from ._answers import (
+    check_slot,
+    control_accepted,
+    map_stream_error,
+    model_entry,
+    read_models,
+    read_slots,
+    text_of,
+)
+from ._commands import Close, Connect, Emit, Phase, WaitTurn
+from ._connection import Arrival
+from ._exchange import Exchange, answered, log
+from ._lines import Ticket
+from ._session import CHAT_PATH, CONTROL_PATH, MAX_SLOTS_BODY, NEEDS_MODEL, Core
+
+__all__ = ["ChatExchange"]
+
+
+class ChatExchange(Exchange):
+    """The rules of one request, from joining its slot's line to the end of its stream.
+
+    Before the first byte (`phases`):
+
+    - Requests of one client pinned to the same slot run one at a time, in order:
+      `Queued(ahead)` at first and whenever it shrinks. `slot=None` requests are not ordered.
+    - The chat request is sent at once. `GET /slots` is asked only to learn the slot count
+      (once per client: a slot the server lacks is ValueError), with `wait_for_slot = false`
+      (a busy slot is BusyError before sending), and when the first byte is late (after
+      `slot_check_delay`: a busy slot is `Waiting(slot_busy=True)`). Waiting for the line and
+      for the first byte is bounded by `wait_timeout`: WaitTimeoutError.
+    - A 503 `Loading model` is `Waiting(slot_busy=False)` (once) and polling `/health`,
+      bounded by `load_timeout` from the first such answer, however many come.
+    - A refused or reset connection or another 503 is retried `retries` times with back-off
+      and jitter (`Retrying`), then ConnectError or HttpError; any other non-200 answer is
+      HttpError, not retried. Once any byte of an answer has come, nothing is sent again.
+
+    Once the stream has started (`next_events`, `budget_step`): nothing is retried; the
+    thinking budget asks the server once to end the reasoning (`ThinkingCapped`); reasoning
+    past the hard cap is ThinkingOverrunError; the reader's errors map to the table of
+    `map_stream_error`.
+    """
+
+    def __init__(
+        self, core: Core, req: ChatRequest, body: bytes, limits: Limits | None = None
+    ) -> None:
+        super().__init__(core, limits)
+        self.req = req
+        self.body = body
+        self.slot = req.slot
+        self.ticket: Ticket | None = None if req.slot is None else Ticket(req.slot)
+        self.closed = False
+        self.capped = False
+        self.said_busy = False
+        self.probed = False
+        self.conn: Any = None  # the chat's connection, once the stream may start
+        self.sink: Any = None
+        self.completion: Completion | None = None  # once next_events has seen the end
+        limits = self.limits
+        self.soft = limits.thinking_budget
+        self.hard_cap = limits.thinking_hard_cap
+        self.asked = False  # reasoning_end was sent (once)
+        self.watch_budget = bool(self.soft or self.hard_cap)
+
+    # --- the line ------------------------------------------------------------------------------
+
+    def enter(self) -> None:
+        """Join the slot's line and start the wait_timeout clock (when the stream is entered,
+        so `with client.stream(...)` order is the order across threads and tasks)."""
+        self.deadline = self.core.clock() + self.limits.wait_timeout
+        if self.ticket is not None:
+            self.core.lines.enter(self.ticket)
+
+    def leave(self) -> list[Ticket]:
+        """Leave the line (idempotent); the tickets that moved up, for the driver to wake."""
+        return [] if self.ticket is None else self.core.lines.leave(self.ticket)
+
+    # --- before the first byte -----------------------------------------------------------------
+
+    def phases(self) -> Phase[bool]:
+        """Up to a 200 event-stream head (`conn` is then the open answer); False if the
+        stream was closed while in line."""
+        core = self.core
+        target = core.target
+        # No user info and no query in the line: either may hold a credential.
+        log.debug(
+            "POST %s://%s%s%s: %s, %d message(s), %d bytes",
+            target.scheme,
+            target.host_header,
+            target.prefix,
+            CHAT_PATH,
+            "any slot" if self.slot is None else f"slot {self.slot}",
+            len(self.req.messages),
+            len(self.body),
+        )
+        limits = self.limits
+        if self.ticket is not None:
+            if not (yield from self._wait_turn()):
+                return False
+        if not limits.wait_for_slot or (self.slot is not None and core.slot_count is None):
+            busy = yield from self._ask_slots(strict=True)
+            if busy:
+                self.probed = True  # what a late first byte would ask, this request knows
+                if not limits.wait_for_slot:
+                    raise BusyError(self.slot)
+                self.said_busy = True
+                yield self._say(Waiting(slot_busy=True))
+        elif self.slot is not None and core.slot_count is not None:
+            check_slot(self.slot, core.slot_count)
+        model = self.req.model
+        if model is not None and model not in core.ready_models:
+            yield from self._check_model(model)
+        yield from self._post()
+        if model is not None:
+            core.ready_models.add(model)
+        return True
+
+    def _check_model(self, model: str) -> Phase[None]:
+        """A request that names its model, on a router: an unknown model is ValueError naming
+        it; one that is not loaded yet is `Waiting(slot_busy=False)`, and the wait for the
+        first byte (the router loads the model, then answers) is bounded by load_timeout on
+        top of wait_timeout. A server that is not a router ignores `model`."""
+        core = self.core
+        status, text = yield from self._small("GET", "/models", MAX_SLOTS_BODY, self.deadline)
+        if status != 200:
+            return  # no model list: the chat's own answer says what is wrong
+        models = read_models(text)
+        core.router = models is not None
+        if models is None:
+            return
+        info = model_entry(models, model)
+        if info.state == "loaded":
+            core.ready_models.add(model)
+            return
+        limits = core.limits
+        self.load_deadline = core.clock() + limits.load_timeout
+        self.deadline += limits.load_timeout  # loading is not waiting for the slot
+        yield Emit(Waiting(slot_busy=False))
+
+    def _wait_turn(self) -> Phase[bool]:
+        ticket = self.ticket
+        assert ticket is not None
+        lines = self.core.lines
+        last: int | None = None
+        while True:
+            place = lines.ahead(ticket)
+            if place is None:  # closed meanwhile
+                return False
+            ahead, moves = place
+            if not ahead:
+                return True
+            if last is None or ahead < last:
+                last = ahead
+                yield self._say(Queued(ahead))
+                continue
+            if self.core.clock() >= self.deadline:
+                raise WaitTimeoutError(self.limits.wait_timeout)
+            yield WaitTurn(ticket, moves, self.deadline)
+
+    def _ask_slots(self, strict: bool) -> Phase[bool]:
+        """GET /slots: is our slot (or, for slot=None, every slot) busy? Learns the slot count;
+        `strict`: a slot the server lacks is ValueError and a malformed answer ProtocolError
+        (the probe while waiting is only a courtesy: it fails quietly). Either way it ends
+        by the wait deadline it serves. A router answers only for a model: the slots of the
+        body's model, while it is loaded (`_slots_path`)."""
+        core = self.core
+        status, text = 0, ""
+        for _ in range(2):  # a router's refusal of a /slots without a model, then the model's
+            path = yield from self._slots_path(strict)
+            if path is None:
+                return False
+            got = yield from self._get(path, strict)
+            if got is None:
+                return False
+            status, text = got
+            if core.router is None and status == 400 and server_message(text) == NEEDS_MODEL:
+                core.router = True
+                continue
+            break
+        if status != 200:  # /slots disabled (--no-slots answers 501): nothing to learn
+            return False
+        try:
+            busy = read_slots(text)
+        except ProtocolError:
+            if strict:
+                raise
+            return False
+        if core.props is not None and core.props.slots != len(busy):
+            core.forget()  # another slot count: another server
+        core.slot_count = len(busy)
+        if self.slot is None:
+            return bool(busy) and all(busy.values())
+        check_slot(self.slot, len(busy))
+        return busy[self.slot]
+
+    def _get(self, path: str, strict: bool) -> Phase[tuple[int, str] | None]:
+        """GET `path` by the wait deadline: under the rules of the first byte when `strict`,
+        else once, None when that fails."""
+        if strict:
+            return (yield from self._small("GET", path, MAX_SLOTS_BODY, self.deadline))
+        try:
+            return (yield from self._fetch("GET", path, None, MAX_SLOTS_BODY, self.deadline))
+        except (OSError, ProtocolError):
+            return None
+
+    def _slots_path(self, strict: bool) -> Phase[str | None]:
+        """Where this request's slots are told: `/slots`, or on a router (which answers
+        /slots only for a model, and loads the model it is asked for) `/slots?model=` of the
+        body's model while /models says it is loaded; None when it is not (none of its slots
+        is busy, and asking would load it) or the router does not list it."""
+        core = self.core
+        if not core.router:
+            return "/slots"
+        model = self.req.model if self.req.model is not None else core.cfg.infer.model
+        got = yield from self._get("/models", strict)
+        try:
+            listed = read_models(got[1]) if got is not None and got[0] == 200 else None
+        except ProtocolError:
+            if strict:
+                raise
+            return None
+        if listed is None:
+            return None
+        for info, aliases in listed:
+            if model == info.id or model in aliases:
+                if info.state != "loaded":
+                    return None
+                return f"/slots?model={quote(model, safe='')}"
+        return None
+
+    def _post(self) -> Phase[None]:
+        """POST the chat under the rules of the first byte until a 200 event-stream head (the
+        stream may start); any other answer is its HttpError."""
+        status, parts = yield from self.first_byte_rules(self._post_once)
+        if status == 200:
+            return
+        core = self.core
+        refusal = http_error(status, text_of(parts))
+        props = core.props
+        if isinstance(refusal, ContextOverflowError) and props is not None:
+            if refusal.n_ctx is not None and refusal.n_ctx != props.n_ctx:
+                core.forget()  # another context size: another server
+        raise refusal
+
+    def _post_once(self) -> Phase[tuple[int, list[bytes]]]:
+        """One POST of the chat: (200, []) with `conn` the open event stream, or (status, the
+        error answer's courtesy body). The first byte is waited for by the slot's deadline
+        (`_first_byte`); the rest of the head, and an error answer's body, within
+        stall_timeout of it."""
+        core = self.core
+        limits = self.limits
+        clock = core.clock
+        what = f"POST {core.target.prefix}{CHAT_PATH}"
+        request = core.request("POST", CHAT_PATH, self.body)
+        conn = yield Connect(request, clock() + limits.connect_timeout)
+        try:
+            if not (yield from self._first_byte(conn, what)):
+                if self.load_deadline is not None and clock() >= self.load_deadline:
+                    raise LoadTimeoutError(limits.load_timeout)
+                raise WaitTimeoutError(limits.wait_timeout)
+            stall = limits.stall_timeout
+            rest = clock() + stall
+            status = yield from self._read_head(conn, rest, what, stall)
+            content_type = conn.parser.headers.get("content-type", "")
+            if status == 200 and content_type.startswith("text/event-stream"):
+                self.conn = conn
+                return status, []
+            body = yield from self._courtesy_body(conn, rest, what, stall)
+        except Exception:
+            yield Close(conn)
+            raise
+        yield Close(conn)
+        if status == 200:
+            raise ProtocolError(
+                f"the server answered 200 with Content-Type {content_type!r}, not "
+                f"an event stream: {cut(body.decode('utf-8', 'replace'))}"
+            )
+        return status, [body]
+
+    def _first_byte(self, conn: Arrival, what: str) -> Phase[bool]:
+        """Wait for the answer's first byte by the slot's deadline: a busy slot is silent on
+        the wire, so waiting for it is waiting for the slot, bounded by wait_timeout (WAIT).
+        A first byte late past `slot_check_delay` asks /slots once (quietly) whether the slot
+        is busy: `Waiting(slot_busy=True)`. False when the deadline passed first."""
+        clock = self.core.clock
+        until = self.deadline
+        check_at = until if self.probed else min(until, clock() + self.limits.slot_check_delay)
+        got = yield from self._receive_until(conn, answered, check_at, what)
+        while not got and clock() < until:
+            if not self.probed:
+                self.probed = True
+                busy = yield from self._ask_slots(strict=False)
+                if busy and not self.said_busy:
+                    self.said_busy = True
+                    yield self._say(Waiting(slot_busy=True))
+            got = yield from self._receive_until(conn, answered, until, what)
+        return got
+
+    # --- the stream ----------------------------------------------------------------------------
+
+    def start_stream(self) -> Any:
+        """The stream begins: the Sink that turns the body into events, for the driver to
+        attach to the connection (with the body bytes that came with the head)."""
+        self.sink = sink = self.core.sink(self.limits.max_line)
+        return sink
+
+    def next_events(self) -> list[ChatEvent] | None:
+        """The events of the next item of the body; [] when the driver must wait for bytes
+        (`conn.eof`, `error`, `stalled` are read here); None once the body has ended and the
+        Completion is `completion`. The reader's failures are raised mapped (STREAM-ERRORS)."""
+        sink = self.sink
+        conn = self.conn
+        try:
+            events: list[ChatEvent] = sink.take()
+            if events:
+                return events
+            if sink.done or conn.parser.done:
+                self.completion = self.finish(sink.end())
+                return None
+            if conn.stalled:
+                raise SseTimeoutError()
+            err = conn.error
+            if err is not None:
+                if isinstance(err, OSError):
+                    raise SseIoError(err) from err
+                raise err
+            if conn.eof:
+                conn.parser.eof()
+                self.completion = self.finish(sink.end())
+                return None
+            return events
+        except (SseError, ValueError, InferError) as err:
+            mapped = self.stream_error(err)
+            if mapped is err:
+                raise
+            raise mapped from err
+
+    def budget(self) -> Phase[None] | None:
+        """After an item's events while `watch_budget`: None, or the commands to carry out
+        now (the reasoning_end request and ThinkingCapped). Past the hard cap:
+        ThinkingOverrunError."""
+        chat = self.sink.assembler
+        return self.budget_step(chat.in_reasoning, chat.reasoning_tokens, chat.id)
+
+    def budget_step(self, in_reasoning: bool, tokens: int, cid: str | None) -> Phase[None] | None:
+        if not in_reasoning:
+            return None
+        if self.soft and not self.asked and tokens > self.soft and cid:
+            self.asked = True
+            return self._end_reasoning(cid, tokens)
+        self._check_overrun(tokens)
+        return None
+
+    def _check_overrun(self, tokens: int) -> None:
+        if self.hard_cap and tokens > self.hard_cap:
+            raise ThinkingOverrunError(tokens, self.hard_cap)
+
+    def _end_reasoning(self, cid: str, tokens: int) -> Phase[None]:
+        """POST reasoning_end for completion `cid`, once; ThinkingCapped if the server took it."""
+        core = self.core
+        payload = json.dumps({"id": cid, "action": "reasoning_end"}).encode()
+        try:
+            status, text = yield from self._fetch("POST", CONTROL_PATH, payload)
+        except InferError:
+            raise
+        except OSError as err:
+            raise ConnectError(err, core.target.url) from err
+        if control_accepted(status, text):
+            self.capped = True
+            yield self._say(ThinkingCapped(tokens))
+        self._check_overrun(tokens)
+
+    def stream_error(self, err: Exception) -> InferError:
+        return map_stream_error(err, self.limits)
+
+    def finish(self, completion: Completion) -> Completion:
+        if self.capped:
+            return dataclasses.replace(completion, thinking_capped=True)
+        return completion

@@ -1,0 +1,48 @@
+# Strategy: the core never touches a socket; it reads what arrived from the connection its
+# `Connect` command was answered with. This is all it reads, declared (as httpcore's
+# `_backends/base.py` declares a network stream), so that any driver's connection (the
+# transport's sync and asyncio ones, the tests' scripted one) can carry the core's rules.
+"""What the core reads of a connection: `Arrival` and its `ParsedResponse`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["Arrival", "ParsedResponse"]
+
+
+class ParsedResponse(Protocol):
+    """The response parser's reading of the bytes that came (`_http_*.ResponseParser`)."""
+
+    @property
+    def head_done(self) -> bool: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> dict[str, str]: ...
+
+    def eof(self) -> None:
+        """The connection ended: TruncatedError or HttpParseError if the body is not
+        complete."""
+
+
+class Arrival(Protocol):
+    """One request's connection as the core reads it. The driver parses every byte that
+    arrives into it; the core reads `received` (bytes that came, parsed or not), `parser`,
+    `early` (the body's pieces before a Sink is attached; the core takes them), `eof` (the
+    server ended the connection), `error` (it failed, or the answer is not HTTP: latched) and
+    `stalled` (the stream's stall watchdog fired)."""
+
+    received: int
+    early: list[bytes]
+    eof: bool
+    error: BaseException | None
+    stalled: bool
+
+    @property
+    def parser(self) -> ParsedResponse: ...

@@ -1,0 +1,372 @@
+# Strategy: the rules every request to the server shares, once, in a base class its calls extend
+# (the chat request and each whole-answer call): the rules of the first byte (`first_byte_rules`:
+# a failure before any byte of an answer is retried with back-off, a 503 `Loading model` is
+# waited for, another 503 retried; once a byte has come, nothing is sent again), the wait for a
+# load, and the reading of one answer from a connection (its head, then its body: the answer, or
+# an error answer's courtesy text), with every deadline and fault of those steps.
+"""`Exchange`: the rules of the first byte, waiting for a load, and reading an answer."""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import ssl
+from collections.abc import Callable, Iterator
+
+from .._config import Limits
+from .._errors import (
+    ConnectError,
+    HandshakeTimeout,
+    HttpError,
+    HttpParseError,
+    InferError,
+    LoadTimeoutError,
+    ProtocolError,
+    StalledError,
+    TruncatedError,
+    WaitTimeoutError,
+)
+from .._values import ChatEvent, Queued, Retrying, ThinkingCapped, Waiting
+from ._answers import describe, is_loading, text_of
+from ._commands import Close, Connect, Emit, Phase, Receive, Sleep
+from ._connection import Arrival
+from ._session import MAX_ERROR_BODY, POLL_MAX_S, Core
+
+__all__ = ["Exchange", "backoff_ms", "log", "poll_delays"]
+
+# One DEBUG line per request, wait, retry and thinking cap (docs/client.md, rule LOG): the
+# URL with its password as ***, counts and ids; never a header (the API key) or message text.
+log = logging.getLogger("llamafast")
+
+Answer = tuple[int, list[bytes]]  # an answer read whole: its status and its body's pieces
+
+
+def backoff_ms(limits: Limits, attempt: int, rng: random.Random) -> int:
+    """The pause before retry `attempt` (1-based): retry_base_ms doubled per attempt, capped at
+    retry_max_ms, with "equal jitter" (a random point in the upper half of that)."""
+    ceiling = min(limits.retry_max_ms, limits.retry_base_ms * (1 << min(attempt - 1, 40)))
+    return max(1, round(ceiling / 2 + rng.random() * ceiling / 2))
+
+
+def poll_delays(limits: Limits) -> Iterator[float]:
+    """Seconds between polls of /health: from retry_base_ms, doubling, at most retry_max_ms and
+    at most POLL_MAX_S, so a loaded model is seen soon."""
+    delay = limits.retry_base_ms / 1000
+    cap = min(limits.retry_max_ms / 1000, POLL_MAX_S)
+    while True:
+        yield min(delay, cap)
+        delay *= 2
+
+
+def _fatal(err: BaseException) -> bool:
+    """A failure that fails the same way every time, so it is not retried: a name that does
+    not resolve, a refused TLS handshake (no TLS on that port, a certificate not accepted; an
+    EOF may be a server restarting and is retried), a handshake that never finishes."""
+    if isinstance(err, socket.gaierror):
+        return True
+    if isinstance(err, ssl.SSLError):
+        return not isinstance(err, ssl.SSLEOFError)
+    return isinstance(err, HandshakeTimeout)
+
+
+def answered(conn: Arrival) -> bool:
+    """Some byte of an answer has come."""
+    return bool(conn.received)
+
+
+def _head_done(conn: Arrival) -> bool:
+    return bool(conn.parser.head_done)
+
+
+class Exchange:
+    """One request's exchanges with the server under the rules of the first byte.
+
+    Every answer is read from its own connection: the head by its deadline (else StalledError
+    naming the head), then the body. Before any byte of an answer a failure is the OSError,
+    retried (`first_byte_rules`); after one, nothing is sent again. `slot` names the request
+    in its DEBUG lines; `deadline` bounds waiting for the slot and is pushed back by the time
+    spent waiting for a load."""
+
+    slot: int | None = None
+
+    def __init__(self, core: Core, limits: Limits | None = None) -> None:
+        self.core = core
+        # This request's bounds: the client's, or those the call gave (LIMITS).
+        self.limits = core.limits if limits is None else limits
+        self.attempt = 0
+        self.deadline = 0.0  # of waiting for the slot (line and first byte)
+        self.load_deadline: float | None = None
+
+    def _say(self, event: ChatEvent) -> Emit:
+        """Emit `event`, with its DEBUG line (LOG)."""
+        if log.isEnabledFor(logging.DEBUG):
+            slot = "any slot" if self.slot is None else f"slot {self.slot}"
+            match event:
+                case Queued(ahead):
+                    log.debug("%s: %d earlier request(s) of this client ahead", slot, ahead)
+                case Waiting(True):
+                    log.debug("%s: waiting, the slot is busy", slot)
+                case Waiting(False):
+                    log.debug("%s: waiting, the server is loading its model", slot)
+                case Retrying(attempt, after_ms, error):
+                    log.debug("%s: retry %d in %d ms after: %s", slot, attempt, after_ms, error)
+                case ThinkingCapped(tokens):
+                    log.debug("%s: thinking capped after %d reasoning tokens", slot, tokens)
+        return Emit(event)
+
+    # --- the rules of the first byte -----------------------------------------------------------
+
+    def first_byte_rules(self, exchange: Callable[[], Phase[Answer]]) -> Phase[Answer]:
+        """`exchange` (one request, its answer read) under the rules of the first byte: a
+        failure before any byte of an answer (an OSError) is retried with back-off, a 503
+        `Loading model` waited for, another 503 retried; any other answer is returned. What
+        fails once the server has answered (ProtocolError, StalledError) is not sent again."""
+        while True:
+            try:
+                status, parts = yield from exchange()
+            except InferError:
+                raise
+            except OSError as err:
+                yield from self._retry(err)
+                continue
+            if status == 503:
+                text = text_of(parts)
+                if is_loading(status, text):
+                    yield from self._wait_loaded()
+                else:
+                    yield from self._retry(HttpError(status, text))
+                continue
+            return status, parts
+
+    def _retry(self, err: BaseException) -> Phase[None]:
+        """Count a failed attempt: Retrying and the back-off, or the final error."""
+        core = self.core
+        limits = self.limits
+        self.attempt += 1
+        core.forget()  # a refusal may be a restart: ask what the client knows again
+        if self.attempt > limits.retries or _fatal(err):
+            if isinstance(err, OSError):
+                raise ConnectError(err, core.target.url) from err
+            raise err
+        after = backoff_ms(limits, self.attempt, core.rng)
+        yield self._say(Retrying(self.attempt, after, describe(err)))
+        yield Sleep(core.clock() + after / 1000)
+
+    def _wait_loaded(self) -> Phase[None]:
+        """Waiting(slot_busy=False) once, then poll /health until it answers other than 503;
+        the whole request waits for a load at most load_timeout from the first loading answer
+        (a proxy may say 200 on /health while the chat still answers loading)."""
+        core = self.core
+        limits = self.limits
+        clock = core.clock
+        start = clock()
+        if self.load_deadline is None:
+            self.load_deadline = start + limits.load_timeout
+            yield self._say(Waiting(slot_busy=False))
+        for delay in poll_delays(limits):
+            left = self.load_deadline - clock()
+            if left <= 0:
+                raise LoadTimeoutError(limits.load_timeout)
+            yield Sleep(clock() + min(delay, left))
+            try:
+                status, _ = yield from self._fetch(
+                    "GET", "/health", None, MAX_ERROR_BODY, self.load_deadline
+                )
+            except (OSError, ProtocolError):
+                continue  # a server that is starting may not even listen yet
+            if status != 503:
+                break
+        self.deadline += clock() - start  # loading is not waiting for the slot
+        core.forget()  # a new model, maybe a new server: ask what the client knows again
+
+    # --- small requests ------------------------------------------------------------------------
+
+    def _small(
+        self,
+        method: str,
+        path: str,
+        limit: int,
+        until: float | None = None,
+        body: bytes | None = None,
+    ) -> Phase[tuple[int, str]]:
+        """A small request under the rules of the first byte: (status, text) for any answer
+        but a 503."""
+        status, parts = yield from self.first_byte_rules(
+            lambda: self._exchange(method, path, body, limit, until=until)
+        )
+        return status, text_of(parts)
+
+    def _fetch(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        limit: int = MAX_ERROR_BODY,
+        until: float | None = None,
+    ) -> Phase[tuple[int, str]]:
+        """A small request, sent once (`_exchange`): (status, text)."""
+        status, parts = yield from self._exchange(method, path, body, limit, until=until)
+        return status, text_of(parts)
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        limit: int,
+        *,
+        until: float | None = None,
+        computed: bool = False,
+    ) -> Phase[Answer]:
+        """One request on its own connection, its answer read whole: (status, the body's
+        pieces). A 200's body is the answer: more than `limit` bytes is ProtocolError. Any
+        other status's body only explains it: its first MAX_ERROR_BODY bytes, whatever
+        becomes of the rest.
+
+        Small requests (control, /props, /health, ...) end, connecting included, within
+        connect_timeout and by `until` (the deadline they serve). A `computed` answer (the
+        server computes it whole before its first byte: embeddings, rerank) may take
+        wait_timeout to start (WaitTimeoutError), then stall_timeout to finish.
+
+        Before any byte of an answer, a failure is its OSError (TimeoutError when late):
+        `first_byte_rules` retries it. After one, nothing is sent again: a connection that
+        fails or ends inside the answer is ProtocolError, an answer that does not finish in
+        time StalledError."""
+        core = self.core
+        limits = self.limits
+        clock = core.clock
+        what = f"{method} {core.target.prefix}{path}"
+        start = clock()
+        if computed:
+            first_by = start + limits.wait_timeout
+            connect_by = start + limits.connect_timeout
+        else:
+            first_by = start + limits.connect_timeout
+            if until is not None:
+                first_by = min(first_by, max(until, start))
+            connect_by = first_by
+        conn = yield Connect(core.request(method, path, body), connect_by)
+        try:
+            if not (yield from self._receive_until(conn, answered, first_by, what)):
+                if computed:
+                    raise WaitTimeoutError(limits.wait_timeout)
+                raise TimeoutError(f"{what} was not answered in time")
+            seconds = limits.stall_timeout if computed else first_by - start
+            rest_by = clock() + seconds if computed else first_by
+            status = yield from self._read_head(conn, rest_by, what, seconds)
+            if status == 200:
+                parts: list[bytes] = []
+                yield from self._read_body(conn, parts, limit, rest_by, what, seconds)
+            else:
+                parts = [(yield from self._courtesy_body(conn, rest_by, what, seconds))]
+        except Exception:
+            yield Close(conn)
+            raise
+        yield Close(conn)
+        return status, parts
+
+    # --- reading an answer ---------------------------------------------------------------------
+
+    def _receive_until(
+        self, conn: Arrival, ready: Callable[[Arrival], bool], until: float, what: str
+    ) -> Phase[bool]:
+        """Receive on `conn` until `ready(conn)` (True) or the clock reads `until` (False). A
+        connection that fails or ends first: `_check_head`'s error (before any byte of an
+        answer, the OSError, retried where the rules allow)."""
+        clock = self.core.clock
+        while not ready(conn):
+            self._check_head(conn, what)
+            if clock() >= until:
+                return False
+            yield Receive(conn, until)
+        return True
+
+    def _read_head(self, conn: Arrival, until: float, what: str, seconds: float) -> Phase[int]:
+        """The rest of the answer's head, by `until` (else StalledError(`seconds`)): its
+        status."""
+        if not (yield from self._receive_until(conn, _head_done, until, what)):
+            raise StalledError(
+                seconds, f"the head of the answer to {what} did not finish within {seconds:g} s"
+            )
+        return conn.parser.status
+
+    def _check_head(self, conn: Arrival, what: str) -> None:
+        """A connection that failed or ended before its answer's head was complete: before
+        any byte of an answer, the OSError (a refusal: retried where the rules allow); after
+        one, ProtocolError (the server answered: nothing is sent again)."""
+        err = conn.error
+        if err is None and not conn.eof:
+            return
+        if isinstance(err, HttpParseError):
+            raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+        if conn.received:
+            how = "closed the connection" if err is None else f"failed ({err!r})"
+            raise ProtocolError(f"the answer to {what} is not HTTP/1.1: it {how} inside its head")
+        if isinstance(err, OSError):
+            raise err
+        raise ConnectionResetError("the server closed the connection before answering")
+
+    def _read_body(
+        self,
+        conn: Arrival,
+        parts: list[bytes],
+        limit: int,
+        until: float,
+        what: str,
+        seconds: float,
+        cut: bool = False,
+    ) -> Phase[None]:
+        """The rest of an answer's body, into `parts` as the pieces came. More than `limit`
+        bytes is ProtocolError, or with `cut` the first `limit` bytes (the rest unread). A
+        connection that fails or ends inside it is ProtocolError; a body not done by `until`
+        is StalledError(`seconds`)."""
+        clock = self.core.clock
+        parser = conn.parser
+        size = 0
+        while True:
+            early = conn.early
+            if early:
+                conn.early = []
+                parts += early
+                size += sum(len(p) for p in early)
+                if size > limit:
+                    if cut:
+                        parts[:] = [b"".join(parts)[:limit]]
+                        return
+                    raise ProtocolError(f"the answer to {what} is longer than {limit} bytes")
+            if parser.done:
+                return
+            err = conn.error
+            if isinstance(err, HttpParseError):
+                raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+            if err is not None:
+                raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
+            if conn.eof:
+                try:
+                    parser.eof()
+                except (HttpParseError, TruncatedError) as cut_short:
+                    raise ProtocolError(
+                        f"the answer to {what} ended before its body did: {cut_short!r}"
+                    ) from cut_short
+                if conn.early:
+                    continue
+                return
+            if clock() >= until:
+                raise StalledError(
+                    seconds, f"the answer to {what} did not finish within {seconds:g} s"
+                )
+            yield Receive(conn, until)
+
+    def _courtesy_body(
+        self, conn: Arrival, until: float, what: str, seconds: float
+    ) -> Phase[bytes]:
+        """An answer's body that only explains it (an error answer's): what came of its first
+        MAX_ERROR_BODY bytes by `until`; a failure to read it is not the error."""
+        parts: list[bytes] = []
+        try:
+            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, seconds, cut=True)
+        except (OSError, ProtocolError):
+            parts += conn.early
+            conn.early = []
+        return b"".join(parts)[:MAX_ERROR_BODY]
