@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import llamafast
 import llamafast.pure
+from _drivers import AsyncDriver, CompleteDriver, Outcome, SyncDriver
 from _hostile import (
     CHAT,
     CONTROL,
@@ -41,10 +42,6 @@ from _hostile import (
     silent,
 )
 from _server import (
-    AsyncDriver,
-    CompleteDriver,
-    Outcome,
-    SyncDriver,
     dechunk,
     expected,
     load,

@@ -6,16 +6,14 @@ Transfer-Encoding, chunk lines, the head's line ends and fields, faults after go
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
 import pytest
 
+from _drivers import Driver, cfg
 from _server import (
-    AsyncDriver,
-    CompleteDriver,
-    Driver,
-    ReplayServer,
     Reply,
     chunked,
     dechunk,
@@ -26,9 +24,6 @@ from _server import (
 from conftest import _cython_or_skip
 from llamafast import (
     ChatRequest,
-    Config,
-    InferConfig,
-    Limits,
     ProtocolError,
     TruncatedError,
     User,
@@ -548,22 +543,10 @@ def test_filled_never_reads_past_the_buffer(http: Any, n: int) -> None:
 # --- the callers: both clients, the events before a fault, then the fault -------------------------
 
 
-@pytest.fixture(params=["sync", "async", "complete"])
-def drive(request: pytest.FixtureRequest) -> Driver:
-    from _server import SyncDriver
-
-    return {"sync": SyncDriver, "async": AsyncDriver, "complete": CompleteDriver}[request.param]()
-
-
-@pytest.fixture(params=["whole", "pieces"])
-def server(request: pytest.FixtureRequest) -> Any:
-    with ReplayServer(pieces=97 if request.param == "pieces" else None) as srv:
-        yield srv
-
-
-def config(server: ReplayServer) -> Config:
-    limits = Limits(wait_timeout=5.0, stall_timeout=2.0, connect_timeout=2.0, retries=0)
-    return Config(InferConfig(url=server.url), limits)
+SENT = ("whole", "pieces")  # every test taking `server` runs with both (conftest.py)
+config = functools.partial(
+    cfg, base={"wait_timeout": 5.0, "stall_timeout": 2.0, "connect_timeout": 2.0, "retries": 0}
+)
 
 
 def test_clients_give_the_events_before_a_framing_fault(drive: Driver, server: Any) -> None:

@@ -5,42 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from _server import AsyncDriver, Driver, ReplayServer, SyncDriver
+from _drivers import Driver, cfg, req
+from _server import ReplayServer
 from llamafast import (
     AsyncClient,
-    ChatRequest,
     Client,
-    Config,
     ConnectError,
     InferConfig,
-    Limits,
-    User,
 )
 from llamafast._client_core import request_bytes
 from llamafast._url import Target
 
 CHAT = "/v1/chat/completions"
 PASSWORD = "hunter2-Do-Not-Show"
-FAST = {"connect_timeout": 2.0, "retries": 0, "wait_timeout": 5.0}
-
-
-def config(url: str, **infer: Any) -> Config:
-    return Config(InferConfig(url=url, **infer), Limits(**FAST))  # type: ignore[arg-type]
-
-
-def req() -> ChatRequest:
-    return ChatRequest(0, [User("hi")])
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request: pytest.FixtureRequest) -> Driver:
-    return SyncDriver() if request.param == "sync" else AsyncDriver()
+DRIVES = ["sync", "async"]  # the `drive` fixture's (conftest.py)
+config = functools.partial(cfg, base={"connect_timeout": 2.0, "retries": 0, "wait_timeout": 5.0})
 
 
 class RawServer(ReplayServer):
