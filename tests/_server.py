@@ -40,6 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _loopback import (
+    LoopbackServer,
+    Request,
+    completion_id,
+    plan,
+    raw_response,
+    read_request,
+    release_offset,
+    slots_body,
+    split,
+)
 from _recordings import recorded_reports, recorded_times
 from llamafast import (
     ChatEvent,
@@ -51,16 +62,6 @@ from llamafast import (
     Timings,
     ToolCall,
     ToolCallDelta,
-)
-from llamafast._serve import (
-    Request,
-    completion_id,
-    plan,
-    raw_response,
-    read_request,
-    release_offset,
-    slots_body,
-    split,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -170,8 +171,10 @@ class ChatLog:
     closed_at: float = 0.0
 
 
-class ReplayServer:
+class ReplayServer(LoopbackServer):
     """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
+
+    backlog = 256
 
     def __init__(
         self,
@@ -181,6 +184,7 @@ class ReplayServer:
         tls: ssl.SSLContext | None = None,
         prefix: str = "",
     ) -> None:
+        super().__init__()
         self.tls = tls  # serve HTTPS with this context
         self.prefix = prefix  # like a reverse proxy: serve under this path, 404 elsewhere
         self.n_slots = n_slots
@@ -200,41 +204,15 @@ class ReplayServer:
         self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
         self.slots_answered = 0  # /slots answers sent in full
         self._was_loading = False
-        self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
         self._processing = [False] * n_slots
         self._forced_busy: set[int] = set()
         self._active_ids: set[str] = set()
-        self._listener: socket.socket | None = None
-        self._conns: set[socket.socket] = set()
-        self._stopped = False
-        self.port = 0
-
-    # --- life ---------------------------------------------------------------------------
-
-    def start(self) -> ReplayServer:
-        self._listen()
-        return self
 
     @property
     def url(self) -> str:
         scheme = "https" if self.tls is not None else "http"
         return f"{scheme}://127.0.0.1:{self.port}{self.prefix}"
-
-    def stop(self) -> None:
-        self._stopped = True
-        self.refuse()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- misbehaviour ---------------------------------------------------------------------
 
@@ -260,19 +238,6 @@ class ReplayServer:
     def until_asked(self, path: str) -> Callable[[], bool]:
         """A `done` for load_until / busy_until: once `path` has been asked (ends with it)."""
         return lambda: any(p.endswith(path) for p in self.paths())
-
-    def refuse(self) -> None:
-        """Close the listening socket: new connections are refused until `accept()`."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-
-    def accept(self) -> None:
-        """Listen again on the same port."""
-        if self._listener is None and not self._stopped:
-            self._listen()
 
     def refuse_for(self, seconds: float) -> None:
         self.refuse()
@@ -321,54 +286,27 @@ class ReplayServer:
 
     # --- the server -----------------------------------------------------------------------
 
-    def _listen(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(256)
-        self.port = sock.getsockname()[1]
-        self._listener = sock
-        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+    def _wrap(self, conn: socket.socket) -> socket.socket:
+        return conn if self.tls is None else self.tls.wrap_socket(conn, server_side=True)
 
-    def _accept_loop(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            if self.tls is not None:
-                conn = self.tls.wrap_socket(conn, server_side=True)
-            request = self._read_request(conn)
-            if request is None:
-                return
-            with self._lock:
-                self.requests.append(request)
-                reset = self.reset_next > 0
-                if reset:
-                    self.reset_next -= 1
+    def handle(self, conn: socket.socket, accepted: Any) -> None:
+        request = self._read_request(conn)
+        if request is None:
+            return
+        with self._lock:
+            self.requests.append(request)
+            reset = self.reset_next > 0
             if reset:
-                _rst(conn)
+                self.reset_next -= 1
+        if reset:
+            _rst(conn)
+            return
+        if self.prefix:
+            if not request.path.startswith(self.prefix + "/"):
+                self._sendall(conn, load("get_unknown_path"))
                 return
-            if self.prefix:
-                if not request.path.startswith(self.prefix + "/"):
-                    self._sendall(conn, load("get_unknown_path"))
-                    return
-                request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
-            self._route(conn, request)
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._conns.discard(conn)
-            with contextlib.suppress(OSError):
-                conn.close()
+            request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
+        self._route(conn, request)
 
     @staticmethod
     def _read_request(conn: socket.socket) -> Request | None:
@@ -525,7 +463,7 @@ class ReplayServer:
                     self._client_closed(log)
                     return False
                 conn.recv(1024)
-            if self._stopped:
+            if self.stopped:
                 return False
 
     def _client_closed(self, log: ChatLog) -> None:

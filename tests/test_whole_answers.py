@@ -18,6 +18,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _hostile import HostileServer, Script, answer
+from _loopback import raw_response
 from llamafast import (
     Config,
     ConnectError,
@@ -29,7 +30,6 @@ from llamafast import (
     User,
 )
 from llamafast._client_core import MAX_SLOTS_BODY
-from llamafast._serve import raw_response
 
 CLIENTS = {
     "sync": llamafast.Client,
