@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _cuts import fill, pieces
 from _server import dechunk, split
 from llamafast import TruncatedError, _twins
 from llamafast._errors import HttpParseError
@@ -38,15 +39,9 @@ def parse(
 ) -> tuple[Any, bytes]:
     parser = twin(size)
     body = bytearray()
-    pos = 0
-    for end in [*sorted(set(cuts)), len(raw)]:
-        while pos < end:
-            free = parser.free()
-            n = min(len(free), end - pos)
-            free[:n] = raw[pos : pos + n]
-            pos += n
-            for piece in parser.filled(n):
-                body += piece
+    for views in fill(parser, raw, cuts):
+        for piece in views:
+            body += piece
     if parser.fault is not None:  # found after body bytes: raised by the next call
         raise parser.fault
     return parser, bytes(body)
@@ -184,11 +179,9 @@ def sink_outcome(sink_type: Any, body: bytes, cuts: list[int], max_line: int) ->
     left out: each twin counts the bytes it holds its own way (see the pause test)."""
     sink = sink_type(max_line)
     seen: list[Any] = []
-    pos = 0
     try:
-        for end in [*sorted(set(cuts)), len(body)]:
-            piece = memoryview(bytearray(body[pos:end]))
-            pos = end
+        for cut in pieces(body, cuts, empty=True):
+            piece = memoryview(bytearray(cut))
             sink.feed([piece[: len(piece) // 2], piece[len(piece) // 2 :]])
             while events := sink.take():
                 seen.append([repr(e) for e in events])
@@ -245,16 +238,14 @@ def sink_scheduled(
         seen.append(([repr(e) for e in events], state, sink.done))
         return events
 
-    pos = 0
     try:
-        for i, end in enumerate([*sorted(set(cuts)), len(body)]):
-            buffer = bytearray(body[pos:end])
+        for i, cut in enumerate(pieces(body, cuts, empty=True)):
+            buffer = bytearray(cut)
             view = memoryview(buffer)
-            pos = end
-            pieces: list[Any] = [view[: len(view) // 2], view[len(view) // 2 :]]
+            fed: list[Any] = [view[: len(view) // 2], view[len(view) // 2 :]]
             if i == bad_at:
-                pieces.insert(1, 5)
-            sink.feed(pieces)
+                fed.insert(1, 5)
+            sink.feed(fed)
             buffer[:] = b"\xff" * len(buffer)  # the transport reuses its buffer at once
             for _ in range(takes[i % len(takes)]):
                 take()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from _cuts import fill
 from _drivers import Driver, cfg
 from _server import (
     Reply,
@@ -46,15 +47,9 @@ def run(mod: Any, raw: bytes, cuts: list[int], size: int = 1 << 16) -> dict[str,
     body = bytearray()
     error = None
     try:
-        pos = 0
-        for stop in [*sorted(set(cuts)), len(raw)]:
-            while pos < stop:
-                free = parser.free()
-                n = min(len(free), stop - pos)
-                free[:n] = raw[pos : pos + n]
-                pos += n
-                for view in parser.filled(n):
-                    body += view
+        for views in fill(parser, raw, cuts):
+            for view in views:
+                body += view
         parser.eof()
     except Exception as err:
         error = (type(err), str(err))
