@@ -17,17 +17,7 @@ from typing import Any
 
 import llamafast
 from _server import ReplayServer
-from llamafast import (
-    AsyncClient,
-    ChatEvent,
-    ChatRequest,
-    Client,
-    Completion,
-    Config,
-    InferConfig,
-    Limits,
-    User,
-)
+from llamafast import ChatEvent, ChatRequest, Completion, Config, InferConfig, Limits, User
 
 # Limits short enough for a loopback test and long enough for a slow machine.
 FAST: dict[str, Any] = {
@@ -95,7 +85,9 @@ class SyncDriver:
         return self.run_on(self.module.Client(cfg), req, stop_after)
 
     @staticmethod
-    def run_on(client: Client, req: ChatRequest, stop_after: int | None = None) -> Outcome:
+    def run_on(
+        client: llamafast.Client, req: ChatRequest, stop_after: int | None = None
+    ) -> Outcome:
         out = Outcome([])
         t0 = time.monotonic()
         try:
@@ -170,7 +162,7 @@ class AsyncDriver:
 
     @staticmethod
     async def run_on(
-        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
+        client: llamafast.AsyncClient, req: ChatRequest, stop_after: int | None = None
     ) -> Outcome:
         async def body(out: Outcome) -> None:
             async with client.stream(req) as stream:
@@ -187,7 +179,7 @@ class AsyncDriver:
     def run_many(
         self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
     ) -> list[Outcome]:
-        async def one(client: AsyncClient, i: int) -> Outcome:
+        async def one(client: llamafast.AsyncClient, i: int) -> Outcome:
             out = await self.run_on(client, reqs[i])
             if on_done is not None:
                 on_done(i, out)
@@ -213,7 +205,7 @@ class CompleteDriver(AsyncDriver):
 
     @staticmethod
     async def run_on(
-        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
+        client: llamafast.AsyncClient, req: ChatRequest, stop_after: int | None = None
     ) -> Outcome:
         async def body(out: Outcome) -> None:
             def on_event(event: ChatEvent) -> None:

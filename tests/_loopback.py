@@ -28,6 +28,7 @@ __all__ = [
     "LoopbackServer",
     "Request",
     "completion_id",
+    "peek_until",
     "plan",
     "raw_response",
     "read_request",
@@ -35,6 +36,18 @@ __all__ = [
     "slots_body",
     "split",
 ]
+
+
+def peek_until(conn: socket.socket, end: bytes) -> bytes | None:
+    """What has arrived on `conn` up to `end` at least, peeked (left for the request reader);
+    None when the peer closed or stopped sending before `end`."""
+    data = b""
+    while end not in data:
+        part = conn.recv(65536, socket.MSG_PEEK)
+        if not part or len(part) == len(data):
+            return None
+        data = part
+    return data
 
 
 class LoopbackServer:

@@ -40,17 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _loopback import (
-    LoopbackServer,
-    Request,
-    completion_id,
-    plan,
-    raw_response,
-    read_request,
-    release_offset,
-    slots_body,
-    split,
-)
+import _loopback
+from _loopback import LoopbackServer, Request, raw_response, read_request, split
 from _recordings import recorded_reports, recorded_times
 from llamafast import (
     ChatEvent,
@@ -363,7 +354,7 @@ class ReplayServer(LoopbackServer):
         if self.n_slots == 2 and busy == [True, False]:
             return load("get_slots_while_busy")
         template = json.loads(split(load("get_slots"))[1])[0]
-        return raw_response(200, "OK", slots_body(template, busy))
+        return raw_response(200, "OK", _loopback.slots_body(template, busy))
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -388,7 +379,7 @@ class ReplayServer(LoopbackServer):
         with self._lock:
             self.chats.append(log)
         raw = reply.render()
-        cid = completion_id(raw)
+        cid = _loopback.completion_id(raw)
         with self._slot_locks[slot]:  # no byte at all while the slot is busy
             self._processing[slot] = True
             if cid:
@@ -419,11 +410,11 @@ class ReplayServer(LoopbackServer):
             raw = raw[: reply.cut_at]
         # The slot is free again just before the final `[DONE]` chunk goes out: a client that
         # has read [DONE] may ask /slots at once (llama-server has the same order).
-        release = release_offset(raw)
+        release = _loopback.release_offset(raw)
         marks = {release}
         if reply.pause_at is not None:
             marks.add(reply.pause_at)
-        pieces = plan(raw, reply.reads(), marks)
+        pieces = _loopback.plan(raw, reply.reads(), marks)
         t0 = time.monotonic()
         for at, offset, piece in pieces:
             if offset == reply.pause_at and reply.pause_s:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import socket
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 
 import llamafast
 import llamafast.pure
-from _drivers import AsyncDriver, CompleteDriver, Outcome, SyncDriver
+from _drivers import AsyncDriver, CompleteDriver, Outcome, SyncDriver, cfg
 from _hostile import (
     CHAT,
     CONTROL,
@@ -53,8 +54,6 @@ from llamafast import (
     Config,
     ConnectError,
     HttpError,
-    InferConfig,
-    Limits,
     LlamafastError,
     ProtocolError,
     Queued,
@@ -87,8 +86,7 @@ DRIP = 0.05  # seconds between the bytes of a drip
 BIG = 1 << 16  # a dripped answer this long would take nearly an hour
 
 
-def config(url: str, **limits: Any) -> Config:
-    return Config(InferConfig(url=url), Limits(**{**TIGHT, **limits}))
+config = functools.partial(cfg, base=TIGHT)
 
 
 def chat(slot: int | None = None, thinking: bool = False) -> ChatRequest:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from _drivers import Driver, cfg, req
+from _loopback import peek_until
 from _server import ReplayServer
 from llamafast import (
     AsyncClient,
@@ -41,12 +42,9 @@ class RawServer(ReplayServer):
         read = ReplayServer._read_request
 
         def _read_request(conn: socket.socket) -> Any:
-            data = b""
-            while b"\r\n" not in data:
-                part = conn.recv(65536, socket.MSG_PEEK)
-                if not part or len(part) == len(data):
-                    return None
-                data = part
+            data = peek_until(conn, b"\r\n")
+            if data is None:
+                return None
             lines.append(data.split(b"\r\n")[0].decode("latin-1"))
             return read(conn)
 
