@@ -2,20 +2,22 @@
 
 `answer(rows)` writes a `/v1/embeddings` body as llama-server does (`model`, `object`, `usage`,
 then `data`: each item `embedding`, `index`, `object`, and `encoding_format` for base64, the
-key order of the recording in fixtures/http/embeddings_base64.http). `EmbedServer` answers POST
-/v1/embeddings, /rerank and GET /slots from a handler, counting the requests in flight.
+key order of the recording in fixtures/http/embeddings_base64.http). `EmbedServer` (a
+LoopbackServer) answers POST /v1/embeddings, /rerank and GET /slots from a handler, counting the
+requests in flight.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
 import struct
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Sequence
+from http import HTTPStatus
 from typing import Any
+
+from _loopback import LoopbackServer, raw_response, read_request
 
 MODEL = "/models/tiny-qwen3.gguf"
 
@@ -77,62 +79,42 @@ def embed_handler(dim: int = 8, *, b64: bool | None = None) -> Handler:
     return handle
 
 
-class EmbedServer:
+class EmbedServer(LoopbackServer):
+    """Answers POST /v1/embeddings and /rerank by `handler(path, body)`, GET /slots with `slots`
+    idle slots, anything else 404; `bodies` keeps each POST, `most` the most in flight at once."""
+
     def __init__(self, handler: Handler, slots: int = 2) -> None:
+        super().__init__()
         self.handler = handler
         self.slots = slots
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         self.in_flight = 0
         self.most = 0
-        self.lock = threading.Lock()
-        server = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                if self.path == "/slots":
-                    slots = [{"id": i, "is_processing": False} for i in range(server.slots)]
-                    self._send(200, json.dumps(slots).encode())
-                else:
-                    self._send(404, b'{"error":{"code":404,"message":"File Not Found"}}')
-
-            def do_POST(self) -> None:
-                size = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(size))
-                with server.lock:
-                    server.bodies.append((self.path, body))
-                    server.in_flight += 1
-                    server.most = max(server.most, server.in_flight)
-                try:
-                    status, data = server.handler(self.path, body)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-                self._send(status, data)
-
-            def _send(self, status: int, data: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
-                self.close_connection = True
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    @contextmanager
-    def running(self) -> Iterator[EmbedServer]:
-        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        thread.start()
+    def handle(self, conn: socket.socket, accepted: Any) -> None:
+        request = read_request(conn)
+        if request is None:
+            return
+        if request.method == "GET":
+            if request.path == "/slots":
+                slots = [{"id": i, "is_processing": False} for i in range(self.slots)]
+                self._send(conn, 200, json.dumps(slots).encode())
+            else:
+                self._send(conn, 404, b'{"error":{"code":404,"message":"File Not Found"}}')
+            return
+        body = json.loads(request.body)
+        with self._lock:
+            self.bodies.append((request.path, body))
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
         try:
-            yield self
+            status, data = self.handler(request.path, body)
         finally:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+            with self._lock:
+                self.in_flight -= 1
+        self._send(conn, status, data)
+
+    @staticmethod
+    def _send(conn: socket.socket, status: int, data: bytes) -> None:
+        phrase = HTTPStatus(status).phrase
+        conn.sendall(raw_response(status, phrase, data, "application/json; charset=utf-8"))

@@ -15,9 +15,11 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Self
 
-from _server import load, raw_response, split
+from _loopback import LoopbackServer, Request, raw_response, read_request, split
+from _server import load
 
 CHAT = "/v1/chat/completions"
 CONTROL = "/v1/chat/completions/control"
@@ -94,15 +96,9 @@ def default_scripts() -> dict[str, Script | list[Script]]:
     }
 
 
-@dataclass
-class Seen:
-    """One request as the server saw it (`method` "?" and `path` NOT_HTTP for bytes that are
-    not an HTTP request)."""
-
-    method: str
-    path: str
-    body: bytes
-    at: float
+# One request as the server saw it (`method` "?" and `path` NOT_HTTP for bytes that are not an
+# HTTP request): the serve module's Request.
+Seen = Request
 
 
 @dataclass
@@ -116,71 +112,35 @@ class Connection:
     ended: float | None = None  # the server was done with it
 
 
-@dataclass
-class HostileServer:
+class HostileServer(LoopbackServer):
     """A loopback server answering each path by `scripts[path]`: a Script, or a list of them
     used in order (the last one again once the others are used up). Paths without a script
     answer with the recordings (`default_scripts`), unknown ones with get_unknown_path.
 
     A context manager; `stop()` shuts every connection and stops every script at once."""
 
-    scripts: dict[str, Script | list[Script]] = field(default_factory=dict)
-    lifetime: float = 60.0  # stops itself after this long, whatever the test does
-    requests: list[Seen] = field(default_factory=list)
-    connections: list[Connection] = field(default_factory=list)
-    port: int = 0
-
-    def __post_init__(self) -> None:
-        self.scripts = {**default_scripts(), **self.scripts}
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._socks: set[socket.socket] = set()
-        self._listener: socket.socket | None = None
+    def __init__(
+        self, scripts: dict[str, Script | list[Script]] | None = None, lifetime: float = 60.0
+    ) -> None:
+        super().__init__()
+        self.scripts = {**default_scripts(), **(scripts or {})}
+        self.lifetime = lifetime  # stops itself after this long, whatever the test does
+        self.requests: list[Seen] = []
+        self.connections: list[Connection] = []
         self._timer: threading.Timer | None = None
 
-    # --- life -----------------------------------------------------------------------------
-
-    def start(self) -> HostileServer:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        self.port = sock.getsockname()[1]
-        self._listener = sock
-        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+    def start(self) -> Self:
+        super().start()
         self._timer = threading.Timer(self.lifetime, self.stop)
         self._timer.daemon = True
         self._timer.start()
         return self
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def stop(self) -> None:
         """Stop listening, stop every script, and shut every connection."""
-        self._stopped.set()
         if self._timer is not None:
             self._timer.cancel()
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-        with self._lock:
-            socks = list(self._socks)
-        for sock in socks:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped.is_set()
-
-    def __enter__(self) -> HostileServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().stop()
 
     # --- inspection -----------------------------------------------------------------------
 
@@ -199,23 +159,12 @@ class HostileServer:
 
     # --- the server ---------------------------------------------------------------------------
 
-    def _accept_loop(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                sock, _ = listener.accept()
-            except OSError:
-                return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(time.monotonic())
-            with self._lock:
-                if self._stopped.is_set():
-                    sock.close()
-                    return
-                self._socks.add(sock)
-                self.connections.append(conn)
-            threading.Thread(target=self._serve, args=(sock, conn), daemon=True).start()
+    def _accepted(self, sock: socket.socket) -> Connection:
+        conn = Connection(time.monotonic())
+        self.connections.append(conn)
+        return conn
 
-    def _serve(self, sock: socket.socket, conn: Connection) -> None:
+    def handle(self, sock: socket.socket, conn: Connection) -> None:
         try:
             seen = self._read_request(sock)
             if seen is None:
@@ -225,14 +174,8 @@ class HostileServer:
                 conn.request = seen
                 script = self._script(seen.path)
             self._play(sock, conn, script)
-        except OSError:
-            pass
         finally:
             conn.ended = time.monotonic()
-            with self._lock:
-                self._socks.discard(sock)
-            with contextlib.suppress(OSError):
-                sock.close()
 
     def _script(self, path: str) -> Script:
         scripts = self.scripts.get(path)
@@ -245,34 +188,16 @@ class HostileServer:
     def _read_request(self, sock: socket.socket) -> Seen | None:
         """The request's head and body; bytes that cannot start a request (a TLS hello) are
         taken as they come, as a request to NOT_HTTP."""
-        data = b""
         deadline = time.monotonic() + 10
-        while b"\r\n\r\n" not in data:
-            left = deadline - time.monotonic()
-            if left <= 0 or self._stopped.is_set():
+        while not select.select([sock], [], [], 0.05)[0]:
+            if time.monotonic() > deadline or self.stopped:
                 return None
-            if not select.select([sock], [], [], min(left, 0.05))[0]:
-                continue
-            part = sock.recv(65536)
-            if not part:
-                return None
-            data += part
-            if not data[:1].isalpha():  # a request starts with its method
-                return Seen("?", NOT_HTTP, data, time.monotonic())
-        head, _, body = data.partition(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, target = lines[0].split(" ")[:2]
-        length = 0
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value)
-        while len(body) < length:
-            part = sock.recv(65536)
-            if not part:
-                return None
-            body += part
-        return Seen(method, target.split("?")[0], body[:length], time.monotonic())
+        first = sock.recv(1, socket.MSG_PEEK)
+        if not first:
+            return None
+        if not first.isalpha():  # a request starts with its method
+            return Seen("?", NOT_HTTP, sock.recv(65536), time.monotonic())
+        return read_request(sock, timeout=max(0.05, deadline - time.monotonic()))
 
     def _play(self, sock: socket.socket, conn: Connection, script: Script) -> None:
         for step in script.steps:
@@ -296,7 +221,7 @@ class HostileServer:
         # "close": the finally of _serve closes it
 
     def _send(self, sock: socket.socket, conn: Connection, data: bytes) -> bool:
-        if self._stopped.is_set():
+        if self.stopped:
             return False
         try:
             sock.sendall(data)
@@ -308,7 +233,7 @@ class HostileServer:
     def _wait(self, sock: socket.socket, conn: Connection, until: float) -> bool:
         """Sleep until `until`, reading (and dropping) whatever the client sends; False when the
         client closed the connection or the server stopped meanwhile."""
-        while not self._stopped.is_set():
+        while not self.stopped:
             left = until - time.monotonic()
             if left <= 0:
                 return True
@@ -322,5 +247,5 @@ class HostileServer:
         return False
 
     def _closed_by_client(self, conn: Connection) -> None:
-        if conn.client_closed is None and not self._stopped.is_set():
+        if conn.client_closed is None and not self.stopped:
             conn.client_closed = time.monotonic()

@@ -24,7 +24,6 @@ pacing from `.timing.json`, dropped `:` pings, or raw bytes of your own.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
@@ -36,21 +35,17 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import llamafast
+import _loopback
+from _loopback import LoopbackServer, Request, raw_response, read_request, split
 from _recordings import recorded_reports, recorded_times
 from llamafast import (
-    AsyncClient,
     ChatEvent,
-    ChatRequest,
-    Client,
     Completion,
-    Config,
     Content,
     FinishReason,
     Progress,
@@ -59,16 +54,6 @@ from llamafast import (
     ToolCall,
     ToolCallDelta,
 )
-from llamafast._cli._serve import (
-    Request,
-    completion_id,
-    plan,
-    raw_response,
-    read_request,
-    release_offset,
-    slots_body,
-)
-from llamafast._recordings import split
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP = FIXTURES / "http"
@@ -177,8 +162,10 @@ class ChatLog:
     closed_at: float = 0.0
 
 
-class ReplayServer:
+class ReplayServer(LoopbackServer):
     """A loopback llama-server stand-in. Use as a context manager, or `start()` / `stop()`."""
+
+    backlog = 256
 
     def __init__(
         self,
@@ -188,6 +175,7 @@ class ReplayServer:
         tls: ssl.SSLContext | None = None,
         prefix: str = "",
     ) -> None:
+        super().__init__()
         self.tls = tls  # serve HTTPS with this context
         self.prefix = prefix  # like a reverse proxy: serve under this path, 404 elsewhere
         self.n_slots = n_slots
@@ -207,41 +195,15 @@ class ReplayServer:
         self.api_key: str | None = None  # like --api-key: 401 without "Bearer <key>"
         self.slots_answered = 0  # /slots answers sent in full
         self._was_loading = False
-        self._lock = threading.Lock()
         self._slot_locks = [threading.Lock() for _ in range(n_slots)]
         self._processing = [False] * n_slots
         self._forced_busy: set[int] = set()
         self._active_ids: set[str] = set()
-        self._listener: socket.socket | None = None
-        self._conns: set[socket.socket] = set()
-        self._stopped = False
-        self.port = 0
-
-    # --- life ---------------------------------------------------------------------------
-
-    def start(self) -> ReplayServer:
-        self._listen()
-        return self
 
     @property
     def url(self) -> str:
         scheme = "https" if self.tls is not None else "http"
         return f"{scheme}://127.0.0.1:{self.port}{self.prefix}"
-
-    def stop(self) -> None:
-        self._stopped = True
-        self.refuse()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # --- misbehaviour ---------------------------------------------------------------------
 
@@ -267,19 +229,6 @@ class ReplayServer:
     def until_asked(self, path: str) -> Callable[[], bool]:
         """A `done` for load_until / busy_until: once `path` has been asked (ends with it)."""
         return lambda: any(p.endswith(path) for p in self.paths())
-
-    def refuse(self) -> None:
-        """Close the listening socket: new connections are refused until `accept()`."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-
-    def accept(self) -> None:
-        """Listen again on the same port."""
-        if self._listener is None and not self._stopped:
-            self._listen()
 
     def refuse_for(self, seconds: float) -> None:
         self.refuse()
@@ -328,54 +277,27 @@ class ReplayServer:
 
     # --- the server -----------------------------------------------------------------------
 
-    def _listen(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(256)
-        self.port = sock.getsockname()[1]
-        self._listener = sock
-        threading.Thread(target=self._accept_loop, args=(sock,), daemon=True).start()
+    def _wrap(self, conn: socket.socket) -> socket.socket:
+        return conn if self.tls is None else self.tls.wrap_socket(conn, server_side=True)
 
-    def _accept_loop(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            if self.tls is not None:
-                conn = self.tls.wrap_socket(conn, server_side=True)
-            request = self._read_request(conn)
-            if request is None:
-                return
-            with self._lock:
-                self.requests.append(request)
-                reset = self.reset_next > 0
-                if reset:
-                    self.reset_next -= 1
+    def handle(self, conn: socket.socket, accepted: Any) -> None:
+        request = self._read_request(conn)
+        if request is None:
+            return
+        with self._lock:
+            self.requests.append(request)
+            reset = self.reset_next > 0
             if reset:
-                _rst(conn)
+                self.reset_next -= 1
+        if reset:
+            _rst(conn)
+            return
+        if self.prefix:
+            if not request.path.startswith(self.prefix + "/"):
+                self._sendall(conn, load("get_unknown_path"))
                 return
-            if self.prefix:
-                if not request.path.startswith(self.prefix + "/"):
-                    self._sendall(conn, load("get_unknown_path"))
-                    return
-                request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
-            self._route(conn, request)
-        except OSError:
-            pass
-        finally:
-            with self._lock:
-                self._conns.discard(conn)
-            with contextlib.suppress(OSError):
-                conn.close()
+            request = dataclasses.replace(request, path=request.path[len(self.prefix) :])
+        self._route(conn, request)
 
     @staticmethod
     def _read_request(conn: socket.socket) -> Request | None:
@@ -432,7 +354,7 @@ class ReplayServer:
         if self.n_slots == 2 and busy == [True, False]:
             return load("get_slots_while_busy")
         template = json.loads(split(load("get_slots"))[1])[0]
-        return raw_response(200, "OK", slots_body(template, busy))
+        return raw_response(200, "OK", _loopback.slots_body(template, busy))
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -457,7 +379,7 @@ class ReplayServer:
         with self._lock:
             self.chats.append(log)
         raw = reply.render()
-        cid = completion_id(raw)
+        cid = _loopback.completion_id(raw)
         with self._slot_locks[slot]:  # no byte at all while the slot is busy
             self._processing[slot] = True
             if cid:
@@ -488,11 +410,11 @@ class ReplayServer:
             raw = raw[: reply.cut_at]
         # The slot is free again just before the final `[DONE]` chunk goes out: a client that
         # has read [DONE] may ask /slots at once (llama-server has the same order).
-        release = release_offset(raw)
+        release = _loopback.release_offset(raw)
         marks = {release}
         if reply.pause_at is not None:
             marks.add(reply.pause_at)
-        pieces = plan(raw, reply.reads(), marks)
+        pieces = _loopback.plan(raw, reply.reads(), marks)
         t0 = time.monotonic()
         for at, offset, piece in pieces:
             if offset == reply.pause_at and reply.pause_s:
@@ -532,7 +454,7 @@ class ReplayServer:
                     self._client_closed(log)
                     return False
                 conn.recv(1024)
-            if self._stopped:
+            if self.stopped:
                 return False
 
     def _client_closed(self, log: ChatLog) -> None:
@@ -577,179 +499,3 @@ def expected(name: str) -> tuple[list[ChatEvent], Completion | None]:
         **recorded_reports(data),
     )
     return events, completion
-
-
-# --- drivers: run requests through either client the same way --------------------------------
-
-
-@dataclass
-class Outcome:
-    """What one request gave: its events, then a Completion or an error."""
-
-    events: list[ChatEvent]
-    completion: Completion | None = None
-    error: BaseException | None = None
-    elapsed: float = 0.0
-    stream: Any = None  # kept, so that a test sees the close did not wait for the GC
-
-    def raised(self, cls: type[BaseException]) -> Any:
-        assert isinstance(self.error, cls), f"expected {cls.__name__}, got {self.error!r}"
-        return self.error
-
-    def ok(self) -> Completion:
-        assert self.error is None, f"unexpected {self.error!r}"
-        assert self.completion is not None
-        return self.completion
-
-
-OnDone = Callable[[int, Outcome], object]
-
-
-class SyncDriver:
-    """The sync client, iterated; `module` is the package whose `Client` it uses (`llamafast`,
-    or `llamafast.pure` for the pure twins)."""
-
-    kind = "sync"
-
-    def __init__(self, module: ModuleType = llamafast) -> None:
-        self.module = module
-
-    def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
-        return self.run_on(self.module.Client(cfg), req, stop_after)
-
-    @staticmethod
-    def run_on(client: Client, req: ChatRequest, stop_after: int | None = None) -> Outcome:
-        out = Outcome([])
-        t0 = time.monotonic()
-        try:
-            with client.stream(req) as stream:
-                out.stream = stream
-                for event in stream:
-                    out.events.append(event)
-                    if stop_after is not None and len(out.events) >= stop_after:
-                        break
-                else:
-                    out.completion = stream.completion
-        except Exception as err:
-            out.error = err
-        out.elapsed = time.monotonic() - t0
-        return out
-
-    def run_many(
-        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
-    ) -> list[Outcome]:
-        """All of `reqs` at once on one client, each in its own thread, entered in order;
-        `on_done(i, outcome)` as soon as request `i` has ended."""
-        client = self.module.Client(cfg)
-        outs = [Outcome([]) for _ in reqs]
-        streams = [client.stream(r).__enter__() for r in reqs]
-
-        def one(i: int) -> None:
-            t0 = time.monotonic()
-            try:
-                with streams[i] as stream:
-                    outs[i].events.extend(stream)
-                    outs[i].completion = stream.completion
-            except Exception as err:
-                outs[i].error = err
-            outs[i].elapsed = time.monotonic() - t0
-            if on_done is not None:
-                on_done(i, outs[i])
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        return outs
-
-
-async def timed_outcome(body: Callable[[Outcome], Awaitable[None]]) -> Outcome:
-    """What `body` records in a new Outcome, its error caught, and how long it took."""
-    out = Outcome([])
-    t0 = time.monotonic()
-    try:
-        await body(out)
-    except Exception as err:
-        out.error = err
-    out.elapsed = time.monotonic() - t0
-    return out
-
-
-class AsyncDriver:
-    """The async client, iterated; `module` as for SyncDriver."""
-
-    kind = "async"
-
-    def __init__(self, module: ModuleType = llamafast) -> None:
-        self.module = module
-
-    def run(self, cfg: Config, req: ChatRequest, stop_after: int | None = None) -> Outcome:
-        async def main() -> Outcome:
-            async with self.module.AsyncClient(cfg) as client:
-                return await self.run_on(client, req, stop_after)
-
-        return asyncio.run(main())
-
-    @staticmethod
-    async def run_on(
-        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
-    ) -> Outcome:
-        async def body(out: Outcome) -> None:
-            async with client.stream(req) as stream:
-                out.stream = stream
-                async for event in stream:
-                    out.events.append(event)
-                    if stop_after is not None and len(out.events) >= stop_after:
-                        break
-                else:
-                    out.completion = stream.completion
-
-        return await timed_outcome(body)
-
-    def run_many(
-        self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
-    ) -> list[Outcome]:
-        async def one(client: AsyncClient, i: int) -> Outcome:
-            out = await self.run_on(client, reqs[i])
-            if on_done is not None:
-                on_done(i, out)
-            return out
-
-        async def main() -> list[Outcome]:
-            async with self.module.AsyncClient(cfg) as client:
-                return list(await asyncio.gather(*(one(client, i) for i in range(len(reqs)))))
-
-        return asyncio.run(main())
-
-
-class _Enough(Exception):
-    """Raised from `on_event` to stop a `complete` after `stop_after` events."""
-
-
-class CompleteDriver(AsyncDriver):
-    """The async client through `AsyncClient.complete` with a plain function: its events are
-    handed out from the arrival callback, not by iteration; stopping early is an exception
-    raised from the callback (which must close the stream as leaving `async for` does)."""
-
-    kind = "complete"
-
-    @staticmethod
-    async def run_on(
-        client: AsyncClient, req: ChatRequest, stop_after: int | None = None
-    ) -> Outcome:
-        async def body(out: Outcome) -> None:
-            def on_event(event: ChatEvent) -> None:
-                out.events.append(event)
-                if stop_after is not None and len(out.events) >= stop_after:
-                    raise _Enough
-
-            try:
-                out.completion = await client.complete(req, on_event)
-            except _Enough:
-                pass
-
-        return await timed_outcome(body)
-
-
-Driver = SyncDriver | AsyncDriver

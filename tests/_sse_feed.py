@@ -11,11 +11,11 @@ and a clean end stays clean (None again, with no further read).
 from __future__ import annotations
 
 import collections
-import itertools
 import types
 from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
 from typing import Any
 
+from _cuts import pieces
 from llamafast import SseError
 
 Error = tuple[str, tuple[Any, ...]] | None
@@ -36,8 +36,7 @@ def chunks_of(stream: bytes, mode: str | Sequence[int]) -> list[bytes]:
     if mode == "bytes":
         return [stream[i : i + 1] for i in range(len(stream))]
     assert not isinstance(mode, str)
-    cuts = [0, *sorted(set(mode)), len(stream)]
-    return [stream[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+    return pieces(stream, mode)
 
 
 class ReadAfterEnd(AssertionError):

@@ -1,4 +1,12 @@
-"""One fixture over the implementations, in the manner of multidict's tests/conftest.py.
+"""The fixtures every test module shares, each defined once here.
+
+`impl` (in the manner of multidict's tests/conftest.py), `c_impl`, `py_impl`: the twins.
+`drive`: the ways of running one chat request (tests/_drivers.py). `server`: the loopback
+replay server (tests/_server.py). A module tunes the last two by module constants, read here:
+`DRIVES` (the names of the drivers it runs, all three unless said), `SENT` (("whole",
+"pieces"): every test taking `server` runs with each answer sent whole and again in pieces of at
+most 97 bytes, 2 ms apart, as a remote server or a proxy might), `SERVER` (ReplayServer's
+keywords).
 
 `impl` is one twin from `llamafast._engine._twins` (`PURE` or `CYTHON`): its IMPLEMENTATION and
 every twinned name (SseDecoder, Events, iter_events, aiter_events, Assembler, ChatStream,
@@ -11,11 +19,14 @@ LLAMAFAST_REQUIRE_EXTENSIONS=1 a missing Cython twin fails instead of skipping.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from _drivers import DRIVERS, Driver
+from _server import ReplayServer
 from llamafast._engine import _twins
 
 # CI replays the same examples every run (no flaky red from a new random draw); locally each run
@@ -63,3 +74,32 @@ def c_impl(request: pytest.FixtureRequest) -> _twins.Twin:
 @pytest.fixture(scope="session")
 def py_impl() -> _twins.Twin:
     return _twins.PURE
+
+
+# --- a chat request run every way, against the loopback server ---------------------------------
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`drive` and `server` as each module's constants say (this module's docstring)."""
+    module = metafunc.module
+    if "drive" in metafunc.fixturenames:
+        drives = getattr(module, "DRIVES", list(DRIVERS))
+        metafunc.parametrize("drive", drives, indirect=True)
+    if "server" in metafunc.fixturenames and hasattr(module, "SENT"):
+        metafunc.parametrize("server", module.SENT, indirect=True)
+
+
+@pytest.fixture
+def drive(request: pytest.FixtureRequest) -> Driver:
+    """The sync client, the async one iterated, or the async one's `complete`, whose events
+    come from the arrival callback."""
+    return DRIVERS[request.param]()
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
+    """The loopback replay server, sending each answer whole or in pieces (SENT)."""
+    sent = getattr(request, "param", "whole")
+    options = getattr(request.module, "SERVER", {})
+    with ReplayServer(pieces=97 if sent == "pieces" else None, **options) as srv:
+        yield srv

@@ -7,24 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import itertools
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import llamafast
-from _server import AsyncDriver, ReplayServer, Reply, event_offset, expected, load
+from _drivers import AsyncDriver
+from _drivers import cfg as kit_cfg
+from _server import ReplayServer, Reply, event_offset, expected, load
 from llamafast import (
     AsyncClient,
     ChatEvent,
     ChatRequest,
-    Config,
-    InferConfig,
-    Limits,
     Progress,
     Queued,
     User,
@@ -33,15 +32,11 @@ from llamafast import (
 NAMES = ["content_only", "reasoning_then_content", "tool_call", "length", "usage_chunk"]
 
 
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with ReplayServer(n_slots=4) as srv:
-        yield srv
-
-
-def cfg(server: ReplayServer, **limits: object) -> Config:
-    fast: dict[str, object] = {"wait_timeout": 20.0, "stall_timeout": 5.0, "retry_base_ms": 10}
-    return Config(InferConfig(url=server.url), Limits(**{**fast, **limits}))  # type: ignore[arg-type]
+SERVER = {"n_slots": 4}  # the `server` fixture's (conftest.py)
+# Limits for many streams at once on a slow machine.
+cfg = functools.partial(
+    kit_cfg, base={"wait_timeout": 20.0, "stall_timeout": 5.0, "retry_base_ms": 10}
+)
 
 
 def test_100_concurrent_streams_complete_in_per_slot_order(server: ReplayServer) -> None:

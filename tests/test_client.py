@@ -13,18 +13,14 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
+from _drivers import FAST, AsyncDriver, Driver, Outcome, SyncDriver, cfg, req
 from _server import (
-    AsyncDriver,
-    CompleteDriver,
-    Driver,
-    Outcome,
     ReplayServer,
     Reply,
-    SyncDriver,
     chunked,
     dechunk,
     event_offset,
@@ -71,39 +67,7 @@ CHAT = "/v1/chat/completions"
 STREAMS = ["content_only", "reasoning_then_content", "tool_call", "length"]
 STREAMS += ["long_prompt_progress", "usage_chunk"]
 
-FAST = {
-    "wait_timeout": 5.0,
-    "load_timeout": 5.0,
-    "stall_timeout": 2.0,
-    "connect_timeout": 2.0,
-    "retries": 3,
-    "retry_base_ms": 10,
-    "retry_max_ms": 40,
-}
-
-
-@pytest.fixture(params=["sync", "async", "complete"])
-def drive(request: pytest.FixtureRequest) -> Driver:
-    """The sync client, the async one iterated, and the async one's `complete`, whose events
-    come from the arrival callback."""
-    drivers = {"sync": SyncDriver, "async": AsyncDriver, "complete": CompleteDriver}
-    return drivers[request.param]()
-
-
-@pytest.fixture(params=["whole", "pieces"])
-def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
-    """The loopback server, sending each answer whole, and again as a remote server or a proxy
-    might: in pieces of at most 97 bytes, 2 ms apart."""
-    with ReplayServer(pieces=97 if request.param == "pieces" else None) as srv:
-        yield srv
-
-
-def cfg(server: ReplayServer, **limits: object) -> Config:
-    return Config(InferConfig(url=server.url), Limits(**{**FAST, **limits}))  # type: ignore[arg-type]
-
-
-def req(slot: int = 0, text: str = "hi", thinking: bool = False) -> ChatRequest:
-    return ChatRequest(slot, [User(text)], thinking=thinking)
+SENT = ("whole", "pieces")  # every test taking `server` runs with both (conftest.py)
 
 
 def stream_events(out: Outcome) -> list[object]:

@@ -9,7 +9,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -17,7 +17,9 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from _server import Outcome, ReplayServer, Reply, event_offset, expected, load, timed_outcome
+from _drivers import FAST, Outcome, timed_outcome
+from _drivers import cfg as make_cfg
+from _server import ReplayServer, Reply, event_offset, expected, load
 from llamafast import (
     BusyError,
     ChatRequest,
@@ -36,25 +38,12 @@ from llamafast import (
 )
 
 CHAT = "/v1/chat/completions"
-FAST: dict[str, Any] = {
-    "wait_timeout": 5.0,
-    "load_timeout": 5.0,
-    "stall_timeout": 2.0,
-    "connect_timeout": 2.0,
-    "retries": 3,
-    "retry_base_ms": 10,
-    "retry_max_ms": 40,
-}
 MODULES = {"llamafast": llamafast, "pure": llamafast.pure}
 WAYS = ["sync-stream", "sync-complete", "async-stream", "async-complete"]
 SECRET = "sk-never-logged-0123"
 PRIVATE = "my private question"
 
 Run = Callable[..., Outcome]
-
-
-def make_cfg(server: ReplayServer, **limits: Any) -> Config:
-    return Config(InferConfig(url=server.url), Limits(**{**FAST, **limits}))
 
 
 def runner(module: ModuleType, way: str) -> Run:
@@ -94,12 +83,6 @@ def runner(module: ModuleType, way: str) -> Run:
 def call(request: pytest.FixtureRequest) -> Run:
     module, way = request.param
     return runner(MODULES[module], way)
-
-
-@pytest.fixture
-def server() -> Iterator[ReplayServer]:
-    with ReplayServer() as srv:
-        yield srv
 
 
 def capped_reply() -> Reply:

@@ -315,7 +315,7 @@ def kind(request: pytest.FixtureRequest) -> tuple[type, bool]:
 
 def test_embed_in_batches_in_order(kind: tuple[type, bool]) -> None:
     texts = [f"text number {i}" for i in range(23)]
-    with EmbedServer(embed_handler(dim=6)).running() as server:
+    with EmbedServer(embed_handler(dim=6)) as server:
         e = run(kind, server.url, "embed", texts, limits={"embed_batch": 5})
     assert e.shape == (23, 6)
     assert e.tolist() == [f32(vector_for(t, 6)) for t in texts]
@@ -327,7 +327,7 @@ def test_embed_in_batches_in_order(kind: tuple[type, bool]) -> None:
 
 def test_embed_reads_numbers_too(kind: tuple[type, bool]) -> None:
     texts = ["a", "bb", "ccc"]
-    with EmbedServer(embed_handler(dim=4, b64=False)).running() as server:
+    with EmbedServer(embed_handler(dim=4, b64=False)) as server:
         e = run(kind, server.url, "embed", texts, model="nomic")
     assert e.tolist() == [f32(vector_for(t, 4)) for t in texts]
     assert server.bodies[-1][1]["model"] == "nomic"
@@ -335,7 +335,7 @@ def test_embed_reads_numbers_too(kind: tuple[type, bool]) -> None:
 
 def test_embed_without_embeddings_says_so(kind: tuple[type, bool]) -> None:
     raw = (HTTP / "embeddings_not_enabled.http").read_bytes().split(b"\r\n\r\n", 1)[1]
-    with EmbedServer(lambda path, body: (501, raw)).running() as server:
+    with EmbedServer(lambda path, body: (501, raw)) as server:
         with pytest.raises(HttpError) as info:
             run(kind, server.url, "embed", ["x"])
     assert info.value.status == 501
@@ -347,7 +347,7 @@ def test_embed_fault_names_the_text(kind: tuple[type, bool]) -> None:
         rows = [vector_for(t, 4)[: 3 if t == "t5" else 4] for t in body["input"]]
         return 200, answer(rows)
 
-    with EmbedServer(short_second).running() as server:
+    with EmbedServer(short_second) as server:
         with pytest.raises(ProtocolError, match="text 5 has 3 values, not 4"):
             run(kind, server.url, "embed", [f"t{i}" for i in range(8)], limits={"embed_batch": 4})
 
@@ -362,7 +362,7 @@ def test_async_runs_batches_side_by_side() -> None:
         both.wait()
         return handle(path, body)
 
-    with EmbedServer(paired, slots=2).running() as server:
+    with EmbedServer(paired, slots=2) as server:
         e = run((AsyncClient, True), server.url, "embed", ["x"] * 4, limits={"embed_batch": 2})
     assert e.n == 4 and server.most == 2
 
@@ -398,7 +398,7 @@ def test_rerank_in_server_order(kind: tuple[type, bool]) -> None:
         {"index": 0, "relevance_score": 0.1},
         {"index": 1, "relevance_score": -2.5},
     ]
-    with EmbedServer(lambda p, b: (200, rerank_answer(results))).running() as server:
+    with EmbedServer(lambda p, b: (200, rerank_answer(results))) as server:
         ranked = run(kind, server.url, "rerank", "q", ["a", "b", "c"])
     assert ranked == (Ranked(2, 0.9), Ranked(0, 0.1), Ranked(1, -2.5))
     path, body = server.bodies[-1]
@@ -411,7 +411,7 @@ def test_rerank_in_server_order(kind: tuple[type, bool]) -> None:
 
 def test_rerank_top_n(kind: tuple[type, bool]) -> None:
     results = [{"index": 1, "relevance_score": 3}]
-    with EmbedServer(lambda p, b: (200, rerank_answer(results))).running() as server:
+    with EmbedServer(lambda p, b: (200, rerank_answer(results))) as server:
         ranked = run(kind, server.url, "rerank", "q", ["a", "b"], top_n=1)
     assert ranked == (Ranked(1, 3.0),)
     assert server.bodies[-1][1]["top_n"] == 1
@@ -431,14 +431,14 @@ def test_rerank_top_n(kind: tuple[type, bool]) -> None:
     ],
 )
 def test_rerank_faults(results: list[dict[str, Any]], words: str) -> None:
-    with EmbedServer(lambda p, b: (200, rerank_answer(results))).running() as server:
+    with EmbedServer(lambda p, b: (200, rerank_answer(results))) as server:
         with pytest.raises(ProtocolError, match=words):
             run((Client, False), server.url, "rerank", "q", ["a", "b"])
 
 
 def test_rerank_without_reranking_says_so(kind: tuple[type, bool]) -> None:
     raw = (HTTP / "rerank_not_enabled.http").read_bytes().split(b"\r\n\r\n", 1)[1]
-    with EmbedServer(lambda p, b: (501, raw)).running() as server:
+    with EmbedServer(lambda p, b: (501, raw)) as server:
         with pytest.raises(HttpError, match="start llama-server with --reranking"):
             run(kind, server.url, "rerank", "q", ["a"])
 

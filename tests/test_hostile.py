@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import socket
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 import llamafast
 import llamafast.pure
+from _drivers import AsyncDriver, CompleteDriver, Outcome, SyncDriver, cfg
 from _hostile import (
     CHAT,
     CONTROL,
@@ -41,10 +43,6 @@ from _hostile import (
     silent,
 )
 from _server import (
-    AsyncDriver,
-    CompleteDriver,
-    Outcome,
-    SyncDriver,
     dechunk,
     expected,
     load,
@@ -56,8 +54,6 @@ from llamafast import (
     Config,
     ConnectError,
     HttpError,
-    InferConfig,
-    Limits,
     LlamafastError,
     ProtocolError,
     Queued,
@@ -90,8 +86,7 @@ DRIP = 0.05  # seconds between the bytes of a drip
 BIG = 1 << 16  # a dripped answer this long would take nearly an hour
 
 
-def config(url: str, **limits: Any) -> Config:
-    return Config(InferConfig(url=url), Limits(**{**TIGHT, **limits}))
+config = functools.partial(cfg, base=TIGHT)
 
 
 def chat(slot: int | None = None, thinking: bool = False) -> ChatRequest:

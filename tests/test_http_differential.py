@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _cuts import fill
 from llamafast import LlamafastError, TruncatedError
 from llamafast._engine._http_py import HttpParseError
 
@@ -69,19 +70,12 @@ def run(impl: Any, raw: bytes, cuts: list[int], size: int, max_line: int) -> dic
             out["sink_error"] = _name(err)
 
     try:
-        pos = 0
-        for stop in [*sorted(set(cuts)), len(raw)]:
-            while pos < stop:
-                free = parser.free()
-                n = min(len(free), stop - pos)
-                free[:n] = raw[pos : pos + n]
-                pos += n
-                views = parser.filled(n)
-                for view in views:
-                    body += view
-                if views:
-                    sink.feed(views)  # now: the views are valid until the next free()
-                    drain()
+        for views in fill(parser, raw, cuts):
+            for view in views:
+                body += view
+            if views:
+                sink.feed(views)  # now: the views are valid until the next free()
+                drain()
         parser.eof()
     except Exception as err:
         out["error"] = _name(err)

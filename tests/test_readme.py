@@ -88,10 +88,10 @@ def _reply(body: dict[str, Any]) -> Reply:
 
 
 @pytest.fixture
-def server() -> Any:
-    with ReplayServer(n_slots=2) as srv:
-        srv.script = _reply
-        yield srv
+def server(server: ReplayServer) -> ReplayServer:
+    """The shared loopback server (conftest.py), answering as `_reply` says."""
+    server.script = _reply
+    return server
 
 
 def test_the_config_file_is_valid_as_written(tmp_path: Path) -> None:

@@ -1,10 +1,15 @@
-"""Differential tests of the SSE reader: the Cython twin against the pure one.
+"""Differential tests of the SSE reader: the Cython twin against the pure one, and both against
+a plain model of the rules.
 
 Random streams (data lines, comments, other fields, every line ending, BOMs, multi-byte and
 invalid UTF-8, over-long lines, small max_line) are split at random points and fed to both
 twins' `SseDecoder`: every feed must return the same items or raise the same error (class and
 args), and `close` must end the same way. `Events` is compared over a reader that gives one byte
-per read. The whole module is skipped when the Cython twin is not built (or not wanted).
+per read. These are skipped when the Cython twin is not built (or not wanted).
+
+Then (in the manner of yarl's tests/test_quoting_hypothesis.py) random event streams, split at
+random points, through every entry point of each twin: the split never changes the result, the
+result is that of a plain model of the rules, and the twins agree.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import asyncio
 import http.client
 import io
 import itertools
+import re
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,12 +28,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llamafast
+from _sse_feed import Outcome, chunks_of, describe, outcomes
+from _sse_feed import run_decoder as feed_decoder
+from llamafast import DONE, LineTooLongError, NotUtf8Error
 from llamafast._engine import _twins
 from llamafast._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
 
-if _twins.CYTHON is None:
-    pytest.skip(_twins.CYTHON_MISSING or "no Cython twin", allow_module_level=True)
-sse_c = _twins.CYTHON
+# The twin-against-twin tests need the Cython twin; the model tests at the end run each twin.
+needs_c = pytest.mark.skipif(
+    _twins.CYTHON is None, reason=_twins.CYTHON_MISSING or "no Cython twin"
+)
+sse_c: Any = _twins.CYTHON
 
 TWINS = {"python": _twins.PURE, "cython": sse_c}
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -156,6 +168,7 @@ def check_both(chunks: list[bytes], max_line: int) -> None:
     assert flat(traces["cython"]) == flat(whole)
 
 
+@needs_c
 @SETTINGS
 @given(data=st.data(), stream=STREAM, max_line=MAX_LINE)
 def test_decoders_agree_on_sse_shaped_streams(
@@ -164,18 +177,21 @@ def test_decoders_agree_on_sse_shaped_streams(
     check_both(data.draw(splits(stream)), max_line)
 
 
+@needs_c
 @SETTINGS
 @given(data=st.data(), stream=RAW, max_line=MAX_LINE)
 def test_decoders_agree_on_raw_bytes(data: st.DataObject, stream: bytes, max_line: int) -> None:
     check_both(data.draw(splits(stream)), max_line)
 
 
+@needs_c
 @SETTINGS
 @given(stream=STREAM, max_line=MAX_LINE)
 def test_decoders_agree_byte_by_byte(stream: bytes, max_line: int) -> None:
     check_both([stream[i : i + 1] for i in range(len(stream))], max_line)
 
 
+@needs_c
 @pytest.mark.parametrize(
     "chunks",
     [
@@ -196,6 +212,7 @@ def test_decoders_agree_on_edge_cases(chunks: list[bytes], max_line: int) -> Non
     check_both(chunks, max_line)
 
 
+@needs_c
 def test_utf8_validation_matches_bytes_decode_exhaustively() -> None:
     """Every 1- and 2-byte sequence, and every 3- and 4-byte sequence over the byte values that
     sit on a boundary of the UTF-8 tables, as the payload of one line: the Cython twin accepts
@@ -263,6 +280,7 @@ def assert_same_str(got: Any, want: str) -> None:
     assert got.encode("utf-8") == want.encode("utf-8")
 
 
+@needs_c
 @SETTINGS
 @given(data=st.data(), texts=st.lists(TEXT, min_size=1, max_size=6))
 def test_item_str_is_exactly_bytes_decode(data: st.DataObject, texts: list[str]) -> None:
@@ -282,6 +300,7 @@ def test_item_str_is_exactly_bytes_decode(data: st.DataObject, texts: list[str])
             assert_same_str(g, w)
 
 
+@needs_c
 @pytest.mark.parametrize(
     "text",
     [
@@ -323,6 +342,7 @@ BROKEN_LINE = st.builds(
 )
 
 
+@needs_c
 @SETTINGS
 @given(data=st.data(), lines=st.lists(BROKEN_LINE, min_size=1, max_size=5))
 def test_decoders_agree_on_broken_sequences_between_long_runs(
@@ -331,6 +351,7 @@ def test_decoders_agree_on_broken_sequences_between_long_runs(
     check_both(data.draw(splits(b"".join(lines))), 1 << 20)
 
 
+@needs_c
 @pytest.mark.parametrize("before", range(0, 40, 3))
 @pytest.mark.parametrize("run", [15, 16, 17, 31, 32, 33, 48])
 def test_a_cut_sequence_is_not_completed_after_an_ascii_run(before: int, run: int) -> None:
@@ -342,6 +363,7 @@ def test_a_cut_sequence_is_not_completed_after_an_ascii_run(before: int, run: in
         dec.close()
 
 
+@needs_c
 def test_feed_keeps_its_own_copy_of_the_unfinished_line() -> None:
     """feed scans a bytes-like argument where it lies and copies only the unfinished tail: the
     caller may reuse its buffer at once."""
@@ -410,6 +432,7 @@ def run_events(module: Any, reader: Any, max_line: int) -> tuple[list[Any], Any]
 READERS: dict[str, Callable[..., Any]] = {"readinto": OneByte, "read": OneByteRead}
 
 
+@needs_c
 @SETTINGS
 @given(stream=STREAM, max_line=MAX_LINE, kind=st.sampled_from(sorted(READERS)))
 def test_events_agree_one_byte_per_read(stream: bytes, max_line: int, kind: str) -> None:
@@ -419,6 +442,7 @@ def test_events_agree_one_byte_per_read(stream: bytes, max_line: int, kind: str)
     assert (items, end and end[:2]) == flat(run_decoder(sse_c, [stream], max_line))
 
 
+@needs_c
 @pytest.mark.parametrize(
     ("fail", "error"),
     [
@@ -438,6 +462,7 @@ def test_events_agree_on_reader_errors(
     assert got["cython"][1][0] == error.__name__
 
 
+@needs_c
 def test_events_propagate_other_exceptions_unchanged() -> None:
     for mod in TWINS.values():
         events = mod.Events(OneByte(b"data: a\ndata: b", KeyError("x")))
@@ -473,6 +498,7 @@ async def arun(module: Any, chunks: list[bytes], max_line: int) -> tuple[list[An
     return items, None
 
 
+@needs_c
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), stream=STREAM, max_line=MAX_LINE)
 def test_iter_and_aiter_events_agree(data: st.DataObject, stream: bytes, max_line: int) -> None:
@@ -486,6 +512,7 @@ def test_iter_and_aiter_events_agree(data: st.DataObject, stream: bytes, max_lin
     assert asy["cython"] == asy["python"] == sync["python"]
 
 
+@needs_c
 @pytest.mark.parametrize("bad", [0, -1, True, False, 1.0, "8", None])
 def test_max_line_is_checked_the_same(bad: object) -> None:
     messages = []
@@ -500,3 +527,133 @@ def test_max_line_is_checked_the_same(bad: object) -> None:
                 make(mod)
             messages.append(str(err.value))
     assert len(set(messages)) == 1
+
+
+# --- each twin against a plain model of the rules, split at random ------------------------------
+
+MODEL_SETTINGS = settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def model(stream: bytes, max_line: int) -> Outcome:
+    """The rules applied to the whole stream at once, as plainly as they can be written."""
+    if stream.startswith(BOM):
+        stream = stream[3:]
+    items: list[Any] = []
+    pos = 0
+    while (end := LINE_END.search(stream, pos)) is not None:
+        line = stream[pos : end.start()]
+        pos = end.end()
+        if len(line) > max_line:
+            return items, describe(LineTooLongError(max_line))
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return items, describe(NotUtf8Error(line[:64]))
+        name, _, value = text.partition(":")
+        if name == "data":
+            value = value.removeprefix(" ")
+            items.append(DONE if value == "[DONE]" else value)
+    rest = stream[pos:]
+    if len(rest) > max_line:
+        return items, describe(LineTooLongError(max_line))
+    if rest:
+        return items, describe(TruncatedError(rest[:64]))
+    return items, None
+
+
+# The grammar: lines of these kinds, each with one of the three endings.
+LINE_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12
+)
+INVALID = st.sampled_from(
+    [b"\xff", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"\xf4\x90\x80\x80", b"\xc3"]
+)
+FIELD = st.sampled_from(["event", "id", "retry", "database", "Data", "data ", " data", "x", ""])
+
+
+@st.composite
+def lines(draw: st.DrawFn, max_line: int) -> bytes:
+    kind = draw(
+        st.sampled_from(["data"] * 6 + ["done", "bare", "comment", "field", "blank", "bad", "long"])
+    )
+    text = draw(LINE_TEXT).encode()
+    if kind == "data":
+        line = b"data:" + draw(st.sampled_from([b"", b" ", b"  "])) + text
+    elif kind == "done":
+        line = draw(st.sampled_from([b"data: [DONE]", b"data:[DONE]", b"data:  [DONE]"]))
+    elif kind == "bare":
+        line = b"data"
+    elif kind == "comment":
+        line = b":" + text
+    elif kind == "field":
+        line = draw(FIELD).encode() + b":" + text
+    elif kind == "blank":
+        line = b""
+    elif kind == "bad":
+        line = draw(st.sampled_from([b"data: ", b": ", b"event: ", b""])) + text + draw(INVALID)
+        line += draw(LINE_TEXT).encode()
+    else:  # around max_line, the boundary included
+        line = b"data:" + b"y" * draw(st.integers(max(0, max_line - 7), max_line + 2))
+    return line + draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, int]:
+    small = draw(st.integers(0, 9)) == 0  # now and then a max_line that most lines exceed
+    max_line = draw(st.integers(1, 12) if small else st.integers(30, 90))
+    parts = draw(st.lists(lines(max_line), max_size=12))
+    if draw(st.booleans()):
+        parts.insert(0, BOM)
+    if draw(st.integers(0, 4)) == 0:  # now and then a stream cut inside a line
+        parts.append(draw(st.sampled_from([b"data: cut", b"\xef\xbb", b": \xff", b"y" * 95])))
+    if draw(st.integers(0, 4)) == 0:  # and arbitrary bytes somewhere
+        parts.insert(draw(st.integers(0, len(parts))), draw(st.binary(max_size=8)))
+    return b"".join(parts), max_line
+
+
+def split_points(stream: bytes) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(1, max(1, len(stream) - 1)), max_size=max(1, len(stream) // 3))
+
+
+@MODEL_SETTINGS
+@given(stream=streams())
+def test_whole_stream_follows_the_model(impl: types.SimpleNamespace, stream: Any) -> None:
+    data, max_line = stream
+    assert feed_decoder(impl, chunks_of(data, "whole"), max_line) == model(data, max_line)
+
+
+@MODEL_SETTINGS
+@given(stream=streams(), data=st.data())
+def test_split_stream_gives_the_same_result(
+    impl: types.SimpleNamespace, stream: Any, data: st.DataObject
+) -> None:
+    raw, max_line = stream
+    whole = feed_decoder(impl, chunks_of(raw, "whole"), max_line)
+    cuts = data.draw(split_points(raw))
+    for via, got in outcomes(impl, chunks_of(raw, cuts), max_line).items():
+        assert got == whole, via
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(stream=streams())
+def test_one_byte_per_read_gives_the_same_result(impl: types.SimpleNamespace, stream: Any) -> None:
+    raw, max_line = stream
+    whole = feed_decoder(impl, chunks_of(raw, "whole"), max_line)
+    for via, got in outcomes(impl, chunks_of(raw, "bytes"), max_line).items():
+        assert got == whole, via
+
+
+@MODEL_SETTINGS
+@given(stream=streams(), data=st.data())
+def test_python_and_cython_agree(
+    py_impl: types.SimpleNamespace,
+    c_impl: types.SimpleNamespace,
+    stream: Any,
+    data: st.DataObject,
+) -> None:
+    raw, max_line = stream
+    chunks = chunks_of(raw, data.draw(split_points(raw)))
+    assert outcomes(c_impl, chunks, max_line) == outcomes(py_impl, chunks, max_line)

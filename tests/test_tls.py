@@ -9,6 +9,7 @@ The CA and the server's certificate are made by the `openssl` command in a fixtu
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
 import ssl
@@ -20,21 +21,23 @@ from typing import Any
 import pytest
 
 import llamafast
-from _server import AsyncDriver, CompleteDriver, ReplayServer, Reply, SyncDriver, expected
+from _drivers import AsyncDriver, CompleteDriver, SyncDriver, req
+from _drivers import cfg as kit_cfg
+from _server import ReplayServer, Reply, expected
 from llamafast import (
     AsyncClient,
-    ChatRequest,
     Client,
     Config,
     ConnectError,
     InferConfig,
-    Limits,
-    User,
     _cli,
 )
 
 CHAT = "/v1/chat/completions"
-FAST = Limits(retries=2, retry_base_ms=1, retry_max_ms=1, connect_timeout=10.0)
+# No waiting between retries; time enough for a handshake on a slow machine.
+cfg = functools.partial(
+    kit_cfg, base={"retries": 2, "retry_base_ms": 1, "retry_max_ms": 1, "connect_timeout": 10.0}
+)
 
 
 class Pki:
@@ -102,19 +105,6 @@ def https(pki: Pki) -> Iterator[ReplayServer]:
     with ReplayServer(tls=served) as srv:
         srv.default = Reply("reasoning_then_content")
         yield srv
-
-
-def cfg(server: ReplayServer, ca_file: str | None = None, limits: Limits = FAST) -> Config:
-    return Config(InferConfig(url=server.url, ca_file=ca_file), limits)
-
-
-def req() -> ChatRequest:
-    return ChatRequest(0, [User("hi")])
-
-
-@pytest.fixture(params=["sync", "async", "complete"])
-def drive(request: pytest.FixtureRequest) -> Any:
-    return {"sync": SyncDriver, "async": AsyncDriver, "complete": CompleteDriver}[request.param]()
 
 
 def test_ca_file_trusts_the_private_ca(drive: Any, https: ReplayServer, pki: Pki) -> None:

@@ -5,42 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from _server import AsyncDriver, Driver, ReplayServer, SyncDriver
+from _drivers import Driver, cfg, req
+from _loopback import peek_until
+from _server import ReplayServer
 from llamafast import (
     AsyncClient,
-    ChatRequest,
     Client,
-    Config,
     ConnectError,
     InferConfig,
-    Limits,
-    User,
 )
 from llamafast._core import request_bytes
 from llamafast._url import Target
 
 CHAT = "/v1/chat/completions"
 PASSWORD = "hunter2-Do-Not-Show"
-FAST = {"connect_timeout": 2.0, "retries": 0, "wait_timeout": 5.0}
-
-
-def config(url: str, **infer: Any) -> Config:
-    return Config(InferConfig(url=url, **infer), Limits(**FAST))  # type: ignore[arg-type]
-
-
-def req() -> ChatRequest:
-    return ChatRequest(0, [User("hi")])
-
-
-@pytest.fixture(params=["sync", "async"])
-def drive(request: pytest.FixtureRequest) -> Driver:
-    return SyncDriver() if request.param == "sync" else AsyncDriver()
+DRIVES = ["sync", "async"]  # the `drive` fixture's (conftest.py)
+config = functools.partial(cfg, base={"connect_timeout": 2.0, "retries": 0, "wait_timeout": 5.0})
 
 
 class RawServer(ReplayServer):
@@ -55,12 +42,9 @@ class RawServer(ReplayServer):
         read = ReplayServer._read_request
 
         def _read_request(conn: socket.socket) -> Any:
-            data = b""
-            while b"\r\n" not in data:
-                part = conn.recv(65536, socket.MSG_PEEK)
-                if not part or len(part) == len(data):
-                    return None
-                data = part
+            data = peek_until(conn, b"\r\n")
+            if data is None:
+                return None
             lines.append(data.split(b"\r\n")[0].decode("latin-1"))
             return read(conn)
 

@@ -18,6 +18,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _hostile import HostileServer, Script, answer
+from _loopback import raw_response
 from llamafast import (
     Config,
     ConnectError,
@@ -28,7 +29,6 @@ from llamafast import (
     StalledError,
     User,
 )
-from llamafast._cli._serve import raw_response
 from llamafast._core import MAX_SLOTS_BODY
 
 CLIENTS = {
