@@ -9,12 +9,9 @@ carries the view to close before the error line; writing the output failing is O
 from __future__ import annotations
 
 import math
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from .._errors import SHOW
-
-if TYPE_CHECKING:
-    from ._display import View
 
 __all__ = ["CONTROLS", "CliError", "Failed", "Output", "OutputError", "UsageError", "option"]
 
@@ -80,10 +77,18 @@ class Output:
         return self.out.isatty()
 
 
+class ClosesOnFailure(Protocol):
+    """What a failure needs of the display that was open (either view of _display): to close it
+    before the error line. Declared here, below the display, so the two do not import each
+    other."""
+
+    def fail(self, err: CliError) -> None: ...
+
+
 class Failed(CliError):
     """A failure after the display opened: the view is closed before the error line."""
 
-    def __init__(self, view: View, err: BaseException, message: str | None = None) -> None:
+    def __init__(self, view: ClosesOnFailure, err: BaseException, message: str | None = None) -> None:
         if isinstance(err, CliError):
             super().__init__(err.kind, err.message)
         elif isinstance(err, KeyboardInterrupt):
