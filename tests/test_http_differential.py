@@ -7,9 +7,7 @@
 
 from __future__ import annotations
 
-import importlib
 import random
-import types
 from pathlib import Path
 from typing import Any
 
@@ -19,29 +17,19 @@ from hypothesis import strategies as st
 
 from _cuts import fill
 from llamafast import LlamafastError, TruncatedError
+from llamafast._engine import _twins
 from llamafast._engine._http_py import HttpParseError
 
 HTTP = Path(__file__).resolve().parent.parent / "fixtures" / "http"
 RECORDINGS = {p.stem: p.read_bytes() for p in sorted(HTTP.glob("*.http"))}
 
 
-def twin(kind: str) -> types.SimpleNamespace:
-    """One twin's ResponseParser and Sink. The Sink is taken from `_chat_*` once it lives there,
-    else from `_http_*` (where it is today)."""
-    http = importlib.import_module(f"llamafast._http_{kind}")
-    try:
-        chat = importlib.import_module(f"llamafast._chat_{kind}")
-    except ImportError:
-        chat = None
-    sink = getattr(chat, "Sink", None) or http.Sink
-    return types.SimpleNamespace(ResponseParser=http.ResponseParser, Sink=sink)
-
-
-def twins() -> tuple[types.SimpleNamespace, types.SimpleNamespace] | None:
-    try:
-        return twin("py"), twin("c")
-    except ImportError:
+def twins() -> tuple[_twins.Twin, _twins.Twin] | None:
+    """The pure and the Cython twin (their ResponseParser and Sink), or None without the
+    Cython one."""
+    if _twins.CYTHON is None:
         return None
+    return _twins.PURE, _twins.CYTHON
 
 
 def _name(err: BaseException) -> tuple[str, str]:
@@ -344,7 +332,9 @@ def cuts_for(draw: st.DrawFn, raw: bytes) -> list[int]:
     return draw(st.lists(st.integers(0, len(raw)), max_size=8))
 
 
-needs_c = pytest.mark.skipif(twins() is None, reason="the Cython twin is not built")
+# The Cython twin through the c_impl fixture: skipped when it is not built, a failure when
+# LLAMAFAST_REQUIRE_EXTENSIONS says it must be.
+needs_c = pytest.mark.usefixtures("c_impl")
 
 
 @needs_c

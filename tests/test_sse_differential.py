@@ -35,9 +35,9 @@ from llamafast._engine import _twins
 from llamafast._errors import SseError, SseIoError, SseTimeoutError, TruncatedError
 
 # The twin-against-twin tests need the Cython twin; the model tests at the end run each twin.
-needs_c = pytest.mark.skipif(
-    _twins.CYTHON is None, reason=_twins.CYTHON_MISSING or "no Cython twin"
-)
+# (through the c_impl fixture: skipped when it is not built, a failure when
+# LLAMAFAST_REQUIRE_EXTENSIONS says it must be).
+needs_c = pytest.mark.usefixtures("c_impl")
 sse_c: Any = _twins.CYTHON
 
 TWINS = {"python": _twins.PURE, "cython": sse_c}
