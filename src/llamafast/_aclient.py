@@ -51,6 +51,7 @@ from ._client_core import (
 )
 from ._config import Config, Limits
 from ._deliver import async_deliver
+from ._engine._embeddings import Embeddings
 from ._errors import InferError, StreamClosedEarlyError
 from ._messages import chat_request
 from ._transport import SELECTED, Engine, async_run_all, async_sleep_until
@@ -59,7 +60,6 @@ from ._values import (
     ChatMessage,
     ChatRequest,
     Completion,
-    Embeddings,
     ModelInfo,
     Ranked,
     ServerProps,

@@ -47,6 +47,7 @@ from ._client_core import (
 )
 from ._config import Config, Limits
 from ._deliver import deliver
+from ._engine._embeddings import Embeddings
 from ._errors import InferError, StreamClosedEarlyError
 from ._messages import chat_request
 from ._transport import SELECTED, Engine, run_all, sleep_until
@@ -55,7 +56,6 @@ from ._values import (
     ChatMessage,
     ChatRequest,
     Completion,
-    Embeddings,
     ModelInfo,
     Ranked,
     ServerProps,

@@ -14,6 +14,7 @@ from . import _aclient, _client, pure
 from ._body import build_body
 from ._config import Config, InferConfig, Limits
 from ._engine import _twins
+from ._engine._embeddings import Embeddings
 from ._errors import (
     BusyError,
     CancelledReadError,
@@ -46,7 +47,6 @@ from ._values import (
     Completion,
     Content,
     Done,
-    Embeddings,
     FinishReason,
     Image,
     ModelInfo,
