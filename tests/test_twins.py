@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import llamafast
 import llamafast.pure
+from _recordings import load_expected, stream_recordings
 from llamafast._engine import _twins
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,20 +124,112 @@ def test_no_long_c_block_is_a_string_inside_a_pyx() -> None:
     assert not found, "\n".join(found)
 
 
-# --- the twins read side by side: the assembler's steps ----------------------------------------
+# --- the twins read side by side: every step of both assemblers -------------------------------
 
-STEPS = ["_fold", "_delta", "_tool_calls", "_commit"]
+# What one assembler has that the other has not, and why; every other step is in both, in the
+# same order.
+PURE_ONLY = {"_choices": "the Cython _fold walks the choices inline, in its hot loop"}
+CYTHON_ONLY = {
+    "push_into": "the fused ChatStream's C entry: a payload by address, events into its list",
+    "_parse_fold": "simdjson's parse of a payload, then _fold",
+    "_push_deep": "a payload nested deeper than the shared parser takes, parsed by a deeper one",
+}
+
+
+def _pure_steps() -> list[str]:
+    """The pure Assembler's methods and properties, dunders aside, in the order it defines them."""
+    return [
+        name
+        for name, value in vars(_twins.PURE.Assembler).items()
+        if not name.startswith("__") and (callable(value) or isinstance(value, property))
+    ]
+
+
+def _cython_steps() -> list[str]:
+    """The Cython Assembler's: its class's methods and properties, then the module's cdef
+    functions that take the assembler (`Assembler self`), each in the order the source has them."""
+    source = (ROOT / "src/llamafast/_engine/_assemble_c.pyx").read_text(encoding="utf-8")
+    body = re.search(r"^cdef class Assembler:\n(.*?)^(?=\S)", source, re.M | re.S)
+    assert body is not None
+    methods = re.findall(r"^    (?:c?p?def) (?:\w+ )?(\w+)\(", body[1], re.M)
+    functions = re.findall(r"^cdef [^(\n]*?(\w+)\(\s*Assembler self\b", source, re.M)
+    return [name for name in methods if not name.startswith("__")] + functions
 
 
 @needs_sources
-def test_the_pure_assembler_has_the_cython_assembler_s_steps_in_its_order() -> None:
-    # The Cython twin's cdef functions, in the order its source defines them...
-    source = (ROOT / "src/llamafast/_engine/_assemble_c.pyx").read_text(encoding="utf-8")
-    defined = re.findall(r"^cdef \w+ (_\w+)\(", source, flags=re.MULTILINE)
-    assert [name for name in defined if name in STEPS] == STEPS
-    # ...are the pure twin's methods, in the same order.
-    methods = [name for name in vars(_twins.PURE.Assembler) if name in STEPS]
-    assert methods == STEPS
+def test_the_assemblers_have_the_same_steps_in_the_same_order() -> None:
+    pure, cython = _pure_steps(), _cython_steps()
+    assert set(PURE_ONLY) <= set(pure) and not set(PURE_ONLY) & set(cython)
+    assert set(CYTHON_ONLY) <= set(cython) and not set(CYTHON_ONLY) & set(pure)
+    shared = [name for name in pure if name not in PURE_ONLY]
+    # The public ones as the class defines them, then the steps behind them.
+    public = [name for name in shared if not name.startswith("_")]
+    assert [n for n in cython if n not in CYTHON_ONLY] == public + [
+        n for n in shared if n.startswith("_")
+    ]
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[Any, ...]:
+    try:
+        return ("ok", fn(*args))
+    except Exception as err:  # the twins must agree on every error, whatever it is
+        return ("error", type(err).__name__, str(err))
+
+
+def _every_member(asm: Any) -> list[Any]:
+    """What every public member of an assembler says now: its properties, and
+    partial_arguments for every call there is and the first there is not."""
+    seen = [asm.id, asm.reasoning_tokens, asm.in_reasoning, asm.is_finished]
+    index = 0
+    while True:
+        got = _outcome(asm.partial_arguments, index)
+        seen.append(got)
+        if got[0] == "error":
+            return seen
+        index += 1
+
+
+# The public members `_every_member`, push and finish compare: every one the pure twin has.
+COMPARED = {"id", "reasoning_tokens", "in_reasoning", "is_finished", "partial_arguments"}
+COMPARED |= {"push", "finish"}
+
+
+def test_every_public_member_of_the_assembler_is_compared() -> None:
+    assert {name for name in _pure_steps() if not name.startswith("_")} == COMPARED
+
+
+def _tool_piece(arguments: str, **first: Any) -> str:
+    call = {"index": 0, **first, "function": {**first.pop("function", {}), "arguments": arguments}}
+    return json.dumps({"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+
+
+# Beside the recordings: a tool call whose arguments stop being JSON, then a payload that is not.
+FAULTS = [
+    _tool_piece('{"a": [1, "b', id="c", function={"name": "f"}),
+    _tool_piece('", tru'),
+    _tool_piece("x]}"),
+    json.dumps({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    "not json",
+]
+
+
+def _payloads(name: str) -> list[str]:
+    if name == "faults":
+        return FAULTS
+    return [item["data"] for item in load_expected(name)["items"] if "data" in item]
+
+
+@pytest.mark.parametrize("name", [*stream_recordings(), "faults"])
+def test_both_assemblers_agree_at_every_step_of_every_recording(
+    c_impl: _twins.Twin, name: str
+) -> None:
+    payloads = _payloads(name)
+    twins = [_twins.PURE.Assembler(), c_impl.Assembler()]
+    for number, payload in enumerate(payloads):
+        pure, cython = ([_outcome(asm.push, payload), *_every_member(asm)] for asm in twins)
+        assert cython == pure, f"{name}, payload {number}"
+    for capped in (False, True):
+        assert _outcome(twins[1].finish, capped) == _outcome(twins[0].finish, capped)
 
 
 # --- the stubs: what both twins offer, for a type checker and for stubtest ---------------------

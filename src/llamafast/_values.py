@@ -7,11 +7,9 @@ Frozen, slotted dataclasses: immutable, equal by value, usable in `match`.
 from __future__ import annotations
 
 import enum
-import importlib
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from ._engine._partial_json import locate
 from ._engine._strict_json import parse as strict_parse
@@ -27,7 +25,6 @@ __all__ = [
     "Completion",
     "Content",
     "Done",
-    "Embeddings",
     "FinishReason",
     "Image",
     "ModelInfo",
@@ -461,7 +458,8 @@ ChatEvent: TypeAlias = (
 """Anything a chat stream hands out while the answer arrives; `match` on the kind."""
 
 
-# The vectors of an embeddings request, and the documents a rerank orders.
+# The documents a rerank orders (the vectors of an embeddings request, `Embeddings`, are
+# _engine/_embeddings.py's: on Python 3.11 their class stands on the Cython twin).
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,153 +469,6 @@ class Ranked:
 
     index: int
     score: float
-
-
-def _rows_export() -> type:
-    """The base that gives `Embeddings` the buffer protocol on Python 3.11, where a class written
-    in Python cannot export a buffer (`__buffer__` is 3.12's, PEP 688): the Cython twin's
-    `_RowsExport`, unless the extensions are not built or not wanted (then `e.view` only)."""
-    from ._engine._extensions import NO_EXTENSIONS
-
-    if sys.version_info >= (3, 12) or NO_EXTENSIONS:
-        return object
-    try:
-        from ._engine._vectors_c import _RowsExport as rows_export  # type: ignore[attr-defined]
-    except ImportError:
-        return object
-    return rows_export  # type: ignore[no-any-return]
-
-
-if TYPE_CHECKING:
-    _RowsExport = object
-else:
-    _RowsExport = _rows_export()
-
-
-class Embeddings(_RowsExport):
-    """The vectors of one `embed` call: `n` rows of `dim` float32 values in one buffer, in the
-    order of the texts. No Python object per value: the buffer protocol (`memoryview(e)`, numpy;
-    on Python 3.11 only with the Cython twin, and on every version `e.view`) gives a read-only
-    2-D view of shape `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()`
-    builds the floats when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row
-    `i`. `model` and `usage` are as the server sent them. Equal when shape, values, model and
-    usage are."""
-
-    __slots__ = ("_flat", "_view", "dim", "model", "n", "usage")
-
-    n: int
-    dim: int
-    model: str | None
-    usage: Usage | None
-    _view: memoryview
-    _flat: memoryview
-
-    def __init__(
-        self,
-        data: Any,
-        n: int,
-        dim: int,
-        *,
-        model: str | None = None,
-        usage: Usage | None = None,
-    ) -> None:
-        """Wrap `data`, a C-contiguous buffer of exactly `n * dim` float32 values (native byte
-        order), without copying it."""
-        raw = memoryview(data).cast("B")
-        if n < 1 or dim < 1:
-            raise ValueError(f"Embeddings needs at least one row and one value, not {n}x{dim}")
-        if len(raw) != n * dim * 4:
-            raise ValueError(
-                f"Embeddings of {n}x{dim} float32 needs {n * dim * 4} bytes, not {len(raw)}"
-            )
-        set_ = object.__setattr__
-        flat = raw.cast("f").toreadonly()
-        set_(self, "_flat", flat)
-        set_(self, "_view", raw.cast("f", (n, dim)).toreadonly())
-        if _RowsExport is not object:
-            self._hold(raw, n, dim)  # type: ignore[attr-defined]
-        set_(self, "n", n)
-        set_(self, "dim", dim)
-        set_(self, "model", model)
-        set_(self, "usage", usage)
-
-    @property
-    def view(self) -> memoryview:
-        """The read-only 2-D view: shape `(n, dim)`, format `f`."""
-        return self._view
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.n, self.dim)
-
-    def __buffer__(self, flags: int) -> memoryview:
-        return self._view
-
-    def __release_buffer__(self, view: memoryview) -> None:
-        pass  # the view is the instance's own, shared by every export
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> memoryview:
-        """Row `i` (negative counts from the end): a 1-D float32 view, no copy."""
-        if not isinstance(i, int):
-            raise TypeError(f"Embeddings rows are indexed by int, not {type(i).__name__}")
-        if not -self.n <= i < self.n:
-            raise IndexError(f"row {i} is outside the {self.n} rows")
-        i %= self.n
-        return self._flat[i * self.dim : (i + 1) * self.dim]
-
-    def __iter__(self) -> Any:
-        return (self[i] for i in range(self.n))
-
-    def to_numpy(self) -> Any:
-        """A read-only numpy float32 array of shape `(n, dim)` over the same memory (no copy);
-        ImportError if numpy is not installed (llamafast never needs it)."""
-        # Imported by name: numpy is optional, and the type checkers of a project without it
-        # must still read this module.
-        numpy = importlib.import_module("numpy")
-        return numpy.asarray(self._view)
-
-    def tolist(self) -> list[list[float]]:
-        """The values as a list of lists of float (this does make a float per value)."""
-        return self._view.tolist()  # type: ignore[return-value]
-
-    def tobytes(self) -> bytes:
-        """The rows' float32 bytes, row after row, in native byte order."""
-        return self._view.tobytes()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Embeddings):
-            return NotImplemented
-        return (
-            self.n == other.n
-            and self.dim == other.dim
-            and self.model == other.model
-            and self.usage == other.usage
-            and self._view.cast("B") == other._view.cast("B")
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.n, self.dim, self.model, self.usage, self._view.tobytes()))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        _refuse_setattr(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        _refuse_delattr(self, name)
-
-    def __reduce__(self) -> Any:
-        return (_embeddings, (self.tobytes(), self.n, self.dim, self.model, self.usage))
-
-    def __repr__(self) -> str:
-        return f"Embeddings(n={self.n}, dim={self.dim}, model={self.model!r}, usage={self.usage!r})"
-
-
-def _embeddings(
-    data: bytes, n: int, dim: int, model: str | None, usage: Usage | None
-) -> Embeddings:
-    return Embeddings(data, n, dim, model=model, usage=usage)
 
 
 # The SSE reader's items: a data payload as str, or DONE (docs/sse.md, rule DONE).

@@ -16,6 +16,7 @@ from ._client import _async, _sync
 from ._client._transport import PURE as _PURE
 from ._config import Config, InferConfig, Limits
 from ._engine import _twins
+from ._engine._embeddings import Embeddings
 from ._errors import (
     BusyError,
     CancelledReadError,
@@ -47,7 +48,6 @@ from ._values import (
     Completion,
     Content,
     Done,
-    Embeddings,
     FinishReason,
     Image,
     ModelInfo,

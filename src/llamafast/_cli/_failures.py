@@ -88,7 +88,9 @@ class ClosesOnFailure(Protocol):
 class Failed(CliError):
     """A failure after the display opened: the view is closed before the error line."""
 
-    def __init__(self, view: ClosesOnFailure, err: BaseException, message: str | None = None) -> None:
+    def __init__(
+        self, view: ClosesOnFailure, err: BaseException, message: str | None = None
+    ) -> None:
         if isinstance(err, CliError):
             super().__init__(err.kind, err.message)
         elif isinstance(err, KeyboardInterrupt):

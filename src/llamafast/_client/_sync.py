@@ -48,6 +48,7 @@ from .._core import (
     step,
     text_of,
 )
+from .._engine._embeddings import Embeddings
 from .._errors import InferError, StreamClosedEarlyError
 from .._messages import chat_request
 from .._url import Target
@@ -56,7 +57,6 @@ from .._values import (
     ChatMessage,
     ChatRequest,
     Completion,
-    Embeddings,
     ModelInfo,
     Ranked,
     ServerProps,

@@ -9,8 +9,10 @@ What both twins need lives in modules neither twin owns, so no `_c` module impor
 one: `_partial_json` and `_strict_json` (the JSON readers), `_http_head` (the response head's
 rules), `_reader_contract` (what a caller's reader must return). `_extensions` lists the
 compiled modules (setup.py builds them from that list) and reads the switch that leaves them
-out; `_twins` is the one place that decides which twin runs, and the only module that names a
-twin's module: everything above the engine reads `_twins.SELECTED` or `_twins.PURE`.
+out; `_twins` is the one place that decides which twin runs, and the only module that picks a
+twin by its module's name: everything above the engine reads `_twins.SELECTED` or
+`_twins.PURE`. `_embeddings` holds `Embeddings`, the value the `_vectors` twins hand out (on
+Python 3.11 it stands on the Cython twin's `_RowsExport`, which exports its buffer).
 
 Nothing here imports the client, the CLI or the core; the engine imports only the ground floor
 (`llamafast._values`, `_errors`, `_limits`).

@@ -494,34 +494,12 @@ cdef int _parse_fold(
     return _fold(self, root, data, n, src, out)
 
 
-cdef object _finish(Assembler self, object thinking_capped):
-    if self._finish_reason is None:
-        raise StreamClosedEarlyError()
-    if self._id is None:
-        raise ProtocolError("the stream finished but no chunk carried an id")
-    calls = []
-    for i, (id_, name, args) in enumerate(self._calls):
-        if id_ is None:
-            raise ProtocolError(f"tool call {i} never got an id")
-        if name is None:
-            raise ProtocolError(f"tool call {i} never got a name")
-        calls.append(ToolCall(id_, name, "".join(args)))
-    return Completion(
-        self._id,
-        _decode(&self._content),
-        _decode(&self._reasoning),
-        tuple(calls),
-        self._finish_reason,
-        Timings(
-            self._cache_n, self._prompt_n, self._predicted_n, self._prompt_ms, self._predicted_ms
-        ),
-        self._reasoning_tokens,
-        thinking_capped,
-        self._model,
-        self._usage,
-        tuple(self._logprobs),
-    )
-
+# The hot loop of one chunk, kept in one function (a call per part would cost every chunk). Its
+# phases, in order: the top-level keys walked once, each value kept as an Element; the chunk
+# checked (error, choices, id, model, timings, usage) and its progress event made, in the pure
+# twin's order; the choices walked (the pure twin's _choices), each delta by _delta; and, once
+# all of it is valid, the commit. Until the commit the state is untouched: new text is written
+# past each buffer's .len, and the other changes wait in locals.
 cdef int _fold(
     Assembler self, Element& root, const char* data, Py_ssize_t n, object src, list events
 ) except -1:
@@ -785,6 +763,10 @@ cdef Py_ssize_t _delta(
             in_reasoning[0] = False
     return ncalls
 
+# A hot loop over a delta's tool_calls entries: for each, its keys walked once (index, id,
+# function), then checked in the pure twin's order (index present, an integer, not negative,
+# not past the calls so far; id a string; function an object with a string name and a string
+# arguments), then its ToolCallDelta appended; `ncalls` grows when an entry starts a new call.
 cdef Py_ssize_t _tool_calls(
     Assembler self, Element& calls, list events, Py_ssize_t ncalls, const char* data, Py_ssize_t n, object src,
 ) except -1:
@@ -905,6 +887,34 @@ cdef int _commit(Assembler self, list events, Py_ssize_t start) except -1:
                 call[2].append(d.arguments)
     return 0
 
+
+cdef object _finish(Assembler self, object thinking_capped):
+    if self._finish_reason is None:
+        raise StreamClosedEarlyError()
+    if self._id is None:
+        raise ProtocolError("the stream finished but no chunk carried an id")
+    calls = []
+    for i, (id_, name, args) in enumerate(self._calls):
+        if id_ is None:
+            raise ProtocolError(f"tool call {i} never got an id")
+        if name is None:
+            raise ProtocolError(f"tool call {i} never got a name")
+        calls.append(ToolCall(id_, name, "".join(args)))
+    return Completion(
+        self._id,
+        _decode(&self._content),
+        _decode(&self._reasoning),
+        tuple(calls),
+        self._finish_reason,
+        Timings(
+            self._cache_n, self._prompt_n, self._predicted_n, self._prompt_ms, self._predicted_ms
+        ),
+        self._reasoning_tokens,
+        thinking_capped,
+        self._model,
+        self._usage,
+        tuple(self._logprobs),
+    )
 
 cdef int _put_text(TextBuf* buf, Py_ssize_t* at, const char* p, size_t n) except -1:
     """Writes n bytes at buf.data + *at (past the committed buf.len), growing the buffer."""

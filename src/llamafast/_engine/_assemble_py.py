@@ -219,13 +219,15 @@ class Assembler:
         return self._fold(chunk, text, data)
 
     # The chunk's checks and its fold, split as the Cython twin splits them (_fold, _delta,
-    # _tool_calls, _commit: the same names, in the same order, with the same responsibilities),
-    # so that the twins read side by side. Nothing changes the state before _fold has checked
-    # the whole chunk: _delta and _tool_calls only append events, and _commit folds them in.
+    # _tool_calls, _commit: the same names, in the same order, with the same responsibilities;
+    # _choices is the part of the Cython _fold that walks the choices, kept inline there in
+    # the hot loop), so that the twins read side by side (tests/test_twins.py checks it).
+    # Nothing changes the state before _fold has checked the whole chunk: _choices, _delta and
+    # _tool_calls only append events, and _commit folds them in.
 
     def _fold(self, chunk: Any, text: str, data: str | bytes) -> list[ChatEvent]:
-        """A parsed chunk's events: its top-level fields checked, its choices read (each delta
-        by _delta), and, once all of it is valid, the state updated (_commit)."""
+        """A parsed chunk's events: its top-level fields checked, its choices read (by
+        _choices), and, once all of it is valid, the state updated (_commit)."""
         if type(chunk) is not dict:  # docs/assembler.md, rule SHAPE: a JSON object
             raise _bad(f"the chunk is {_kind(chunk)}, not a JSON object", data)
 
@@ -250,33 +252,7 @@ class Assembler:
         # times (milliseconds, finite non-negative numbers: the rates need them). See
         # docs/assembler.md, rule TIMINGS.
         timings = chunk.get("timings", _ABSENT)
-        if timings is _ABSENT:
-            counts = self._timings
-        else:
-            if type(timings) is not dict:
-                raise _bad(f'"timings" is {_kind(timings)}, not an object', data)
-            cache_n = timings.get("cache_n", 0)
-            prompt_n = timings.get("prompt_n", 0)
-            predicted_n = timings.get("predicted_n", 0)
-            if not (
-                type(cache_n) is int
-                and type(prompt_n) is int
-                and type(predicted_n) is int
-                and 0 <= cache_n <= _INT_MAX
-                and 0 <= prompt_n <= _INT_MAX
-                and 0 <= predicted_n <= _INT_MAX
-            ):
-                _count(cache_n, "timings.cache_n", data)
-                _count(prompt_n, "timings.prompt_n", data)
-                _count(predicted_n, "timings.predicted_n", data)
-            # A non-negative float is taken as it is, here; _millis decides every other value.
-            prompt_ms = timings.get("prompt_ms", 0.0)
-            if type(prompt_ms) is not float or not prompt_ms >= 0.0:
-                prompt_ms = _millis(prompt_ms, "timings.prompt_ms", data)
-            predicted_ms = timings.get("predicted_ms", 0.0)
-            if type(predicted_ms) is not float or not predicted_ms >= 0.0:
-                predicted_ms = _millis(predicted_ms, "timings.predicted_ms", data)
-            counts = (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
+        counts = self._timings if timings is _ABSENT else _timings(timings, data)
 
         # The latest usage replaces the previous one; null is none (docs/assembler.md, rule USAGE).
         usage = chunk.get("usage")
@@ -291,6 +267,26 @@ class Assembler:
 
         # Then per choice Reasoning, Content, one ToolCallDelta per tool_calls entry
         # (docs/assembler.md, rule ORDER).
+        finish_reason = self._choices(choices, events, data)
+
+        # The whole chunk is valid: fold it in.
+        if new_id is not None:
+            self._id = new_id
+        if new_model is not None:
+            self._model = new_model
+        if usage is not None:
+            self._usage = usage
+        self._timings = counts
+        self._finish_reason = finish_reason
+        self._commit(events, counts[2])
+        return events
+
+    def _choices(
+        self, choices: list[Any], events: list[ChatEvent], data: str | bytes
+    ) -> FinishReason | None:
+        """A chunk's choices, in order: each one's finish reason and logprobs checked, its
+        delta's events appended to `events` (by _delta); returns the finish reason they leave
+        (the one so far when none carries one). The Cython twin reads them inside its _fold."""
         ncalls = len(self._calls)
         finish_reason = self._finish_reason
         for choice in choices:
@@ -314,18 +310,7 @@ class Assembler:
             if type(delta) is not dict:
                 raise _bad(f'"delta" is {_kind(delta)}, not an object', data)
             ncalls = self._delta(delta, events, ncalls, data, logprobs)
-
-        # The whole chunk is valid: fold it in.
-        if new_id is not None:
-            self._id = new_id
-        if new_model is not None:
-            self._model = new_model
-        if usage is not None:
-            self._usage = usage
-        self._timings = counts
-        self._finish_reason = finish_reason
-        self._commit(events, counts[2])
-        return events
+        return finish_reason
 
     def _delta(
         self,
@@ -509,6 +494,36 @@ def _progress(progress: Any, payload: str | bytes) -> Progress:
             raise _bad(f'"prompt_progress" has no "{name}"', payload)
         counts.append(_count(value, f"prompt_progress.{name}", payload))
     return Progress(*counts)
+
+
+def _timings(timings: Any, payload: str | bytes) -> tuple[int, int, int, float, float]:
+    """A chunk's "timings" (docs/assembler.md, rule TIMINGS): the counts and the milliseconds,
+    each 0 when missing; the counts are integers within range, the times finite non-negative
+    numbers (the rates need them)."""
+    if type(timings) is not dict:
+        raise _bad(f'"timings" is {_kind(timings)}, not an object', payload)
+    cache_n = timings.get("cache_n", 0)
+    prompt_n = timings.get("prompt_n", 0)
+    predicted_n = timings.get("predicted_n", 0)
+    if not (
+        type(cache_n) is int
+        and type(prompt_n) is int
+        and type(predicted_n) is int
+        and 0 <= cache_n <= _INT_MAX
+        and 0 <= prompt_n <= _INT_MAX
+        and 0 <= predicted_n <= _INT_MAX
+    ):
+        _count(cache_n, "timings.cache_n", payload)
+        _count(prompt_n, "timings.prompt_n", payload)
+        _count(predicted_n, "timings.predicted_n", payload)
+    # A non-negative float is taken as it is, here; _millis decides every other value.
+    prompt_ms = timings.get("prompt_ms", 0.0)
+    if type(prompt_ms) is not float or not prompt_ms >= 0.0:
+        prompt_ms = _millis(prompt_ms, "timings.prompt_ms", payload)
+    predicted_ms = timings.get("predicted_ms", 0.0)
+    if type(predicted_ms) is not float or not predicted_ms >= 0.0:
+        predicted_ms = _millis(predicted_ms, "timings.predicted_ms", payload)
+    return (cache_n, prompt_n, predicted_n, prompt_ms, predicted_ms)
 
 
 def _usage(usage: Any, payload: str | bytes) -> Usage:

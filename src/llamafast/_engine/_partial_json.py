@@ -175,6 +175,11 @@ class PartialJson:
     def _fail(self, reason: str, at: int) -> JsonFault:
         return JsonFault(reason, self._offset + at)
 
+    # The parser's hot loop: it runs from the saved state over the new text until the text
+    # ends (state and position saved) or a fault. The states are the module's: inside a
+    # _STRING (a key when _key_open), a _NUMBER or a _WORD; expecting a _VALUE, a _FIRST_ITEM
+    # or ']', a _FIRST_KEY or '}', a _KEY, a _COLON, or, _AFTER a value, ',' or the closer;
+    # and _END, where only white space may follow.
     def _run(self) -> None:
         buf = self._buf
         n = len(buf)

@@ -111,6 +111,11 @@ cdef inline void _advance(SseDecoder self, Py_ssize_t nxt) noexcept:
     self.umax = 0
 
 
+# The reader's hot loop. Its states: a latched fault (SSE_FAULT again); the BOM undecided (a
+# proper prefix of EF BB BF buffered); a CR just ended a line (skip_lf: a LF next is its end
+# too); a line being scanned, its UTF-8 DFA state in u8 (accept or reject at a character
+# boundary, else mid-sequence) from `start` up to `scanned`; and a line found, which is an
+# item (data, or DONE) or is skipped.
 cdef inline int _scan(SseDecoder self, const char** data, Py_ssize_t* length) except -1:
     """The next data item in [start, end) of `base`: SSE_ITEM / SSE_DONE / SSE_NEED, or
     SSE_FAULT after latching the fault in `self.error` (not raised here, so `feed` needs no

@@ -138,6 +138,10 @@ class SseDecoder(OneCaller):
         finally:
             self._busy.release()
 
+    # The pure twin's hot loop, one function per feed (a call per part would cost every chunk).
+    # Its states: a latched fault (raised again); not started (a BOM may still be arriving:
+    # undecided bytes wait in the buffer); a CR just ended the last feed (its LF may open this
+    # one); and the unfinished line waiting in the buffer, joined to the first line found here.
     def _feed(self, data: bytes | bytearray | memoryview) -> list[SseItem]:
         if self._error is not None:
             raise self._error

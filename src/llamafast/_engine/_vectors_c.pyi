@@ -2,7 +2,7 @@
 # checks this stub against each of them.
 from typing_extensions import disjoint_base
 
-from llamafast._values import Embeddings
+from llamafast._engine._embeddings import Embeddings
 
 __all__ = ["Vectors"]
 

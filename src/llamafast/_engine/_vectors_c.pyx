@@ -28,14 +28,15 @@ from libc.string cimport memcpy
 
 from .._errors import E_MISSING, embedding_error
 
-# _values imports this module for _RowsExport (on Python 3.11), so its names are read at first use.
+# _embeddings imports this module for _RowsExport (on Python 3.11), so these are bound at first use.
 cdef object Embeddings = None
 cdef object Usage = None
 
 
 cdef _bind_values():
     global Embeddings, Usage
-    from .._values import Embeddings as embeddings, Usage as usage
+    from ._embeddings import Embeddings as embeddings
+    from .._values import Usage as usage
     Embeddings = embeddings
     Usage = usage
 

@@ -28,7 +28,8 @@ from .._errors import (
     E_REPEATED,
     embedding_error,
 )
-from .._values import Embeddings, Usage
+from .._values import Usage
+from ._embeddings import Embeddings
 from ._strict_json import _finite_float, _int_in_range, reject_constant
 
 __all__ = ["Vectors"]
