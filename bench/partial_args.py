@@ -34,7 +34,7 @@ from typing import Any
 
 import llamafast.pure
 from llamafast import ToolCall
-from llamafast._engine._partial_json import PartialJson
+from llamafast._partial_json import PartialJson
 
 PIECES = 3_000
 SIZE = 100_000

@@ -261,7 +261,7 @@ def test_every_exception_class_lives_in_errors() -> None:
     [
         ("llamafast._engine._sse_py", "CancelledReadError"),
         ("llamafast._engine._http_py", "HttpParseError"),
-        ("llamafast._engine._partial_json", "JsonFault"),
+        ("llamafast._partial_json", "JsonFault"),
         ("llamafast._engine._sse_py", "busy_error"),
         ("llamafast._engine._sse_py", "uninitialised_error"),
         ("llamafast._engine._assemble_py", "busy_error"),

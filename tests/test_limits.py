@@ -22,8 +22,8 @@ READS = [
     ("llamafast._engine._sse_py", "READ_SIZE", "READ_SIZE"),
     ("llamafast._engine._sse_py", "SHOW_BYTES", "SHOW_BYTES"),
     ("llamafast._engine._assemble_py", "MAX_DEPTH", "MAX_DEPTH"),
-    ("llamafast._engine._strict_json", "MAX_DEPTH", "MAX_DEPTH"),
-    ("llamafast._engine._partial_json", "MAX_DEPTH", "MAX_DEPTH"),
+    ("llamafast._strict_json", "MAX_DEPTH", "MAX_DEPTH"),
+    ("llamafast._partial_json", "MAX_DEPTH", "MAX_DEPTH"),
     ("llamafast._engine._http_py", "BUFFER", "BUFFER"),
     ("llamafast._engine._http_py", "BACKLOG", "BACKLOG"),
 ]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from _recordings import load_expected, open_recording
 from llamafast import ProtocolError, ToolCall
 from llamafast._engine._assemble_py import _parse
-from llamafast._engine._partial_json import JsonFault, PartialJson, locate
+from llamafast._partial_json import JsonFault, PartialJson, locate
 
 # --- the reference: a simple, non-incremental completer --------------------------------------
 

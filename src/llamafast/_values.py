@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
 from typing import Any, Final, TypeAlias
 
-from ._engine._partial_json import locate
-from ._engine._strict_json import parse as strict_parse
 from ._errors import ProtocolError, cut
+from ._partial_json import locate
+from ._strict_json import parse as strict_parse
 
 __all__ = [
     "DONE",

@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 from .._config import Limits
-from .._engine._strict_json import reject_constant
 from .._errors import (
     HttpError,
     HttpParseError,
@@ -27,6 +26,7 @@ from .._errors import (
     cut,
     server_message,
 )
+from .._strict_json import reject_constant
 from .._values import ModelInfo, Ranked, ServerProps
 
 __all__ = [

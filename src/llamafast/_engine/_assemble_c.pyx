@@ -26,8 +26,8 @@ from .._errors import (
     cut,
     http_error,
 )
-from ._partial_json import partial_arguments
-from ._strict_json import parse as strict_parse
+from .._partial_json import partial_arguments
+from .._strict_json import parse as strict_parse
 
 # The pure twin's public names (the stub, _assemble_c.pyi, declares them for both).
 __all__ = ["Assembler"]

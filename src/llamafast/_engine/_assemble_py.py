@@ -18,6 +18,8 @@ from .._errors import (
     http_error,
 )
 from .._limits import COUNT_MAX, MAX_DEPTH  # noqa: F401 (read from here by the tests)
+from .._partial_json import partial_arguments
+from .._strict_json import parse as _parse
 from .._values import (
     ChatEvent,
     Completion,
@@ -31,8 +33,6 @@ from .._values import (
     ToolCallDelta,
     Usage,
 )
-from ._partial_json import partial_arguments
-from ._strict_json import parse as _parse
 
 __all__ = ["Assembler"]
 

@@ -28,9 +28,9 @@ from .._errors import (
     E_REPEATED,
     embedding_error,
 )
+from .._strict_json import _finite_float, _int_in_range, reject_constant
 from .._values import Usage
 from ._embeddings import Embeddings
-from ._strict_json import _finite_float, _int_in_range, reject_constant
 
 __all__ = ["Vectors"]
 

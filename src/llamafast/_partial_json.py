@@ -32,8 +32,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._errors import JsonFault, ProtocolError
-from .._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
+from ._errors import JsonFault, ProtocolError
+from ._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
 __all__ = ["MAX_DEPTH", "JsonFault", "PartialJson", "locate", "partial_arguments"]
 

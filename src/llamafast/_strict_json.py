@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from .._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
+from ._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
 __all__ = ["parse", "reject_constant"]
 
