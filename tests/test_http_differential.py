@@ -26,15 +26,10 @@ RECORDINGS = {p.stem: p.read_bytes() for p in sorted(HTTP.glob("*.http"))}
 
 
 def twin(kind: str) -> types.SimpleNamespace:
-    """One twin's ResponseParser and Sink. The Sink is taken from `_chat_*` once it lives there,
-    else from `_http_*` (where it is today)."""
-    http = importlib.import_module(f"llamafast._http_{kind}")
-    try:
-        chat = importlib.import_module(f"llamafast._chat_{kind}")
-    except ImportError:
-        chat = None
-    sink = getattr(chat, "Sink", None) or http.Sink
-    return types.SimpleNamespace(ResponseParser=http.ResponseParser, Sink=sink)
+    """One twin's ResponseParser (`_http_*`) and Sink (`_chat_*`)."""
+    http = importlib.import_module(f"llamafast._engine._http_{kind}")
+    chat = importlib.import_module(f"llamafast._engine._chat_{kind}")
+    return types.SimpleNamespace(ResponseParser=http.ResponseParser, Sink=chat.Sink)
 
 
 def twins() -> tuple[types.SimpleNamespace, types.SimpleNamespace] | None:
