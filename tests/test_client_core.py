@@ -81,7 +81,7 @@ class FakeConn(Receiver):
     `drip` seconds from then."""
 
     def __init__(self, data: bytes, at: float, drip: float = 0.0) -> None:
-        super().__init__(None, ResponseParser())
+        super().__init__(ResponseParser())
         self.eof = self.stalled = False
         self.data, self.at, self.drip = data, at, drip
         self.closed = False

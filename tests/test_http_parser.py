@@ -492,8 +492,8 @@ def test_a_head_longer_than_the_buffer_is_latched(http: Any) -> None:
 
 
 class FakeTransport:
-    """What a Receiver calls of its transport, counted; with `abort_fails`, an abort fails the
-    test (where nothing is a failure)."""
+    """What a Receiver calls of its transport (the hooks `attach` sets), counted; with
+    `abort_fails`, an abort fails the test (where nothing is a failure)."""
 
     def __init__(self, abort_fails: bool = False) -> None:
         self.abort_fails = abort_fails
@@ -508,6 +508,12 @@ class FakeTransport:
             raise AssertionError("nothing here is a failure")
         self.aborted += 1
 
+    def attach(self, receiver: Any) -> None:
+        """Be `receiver`'s transport, as the asyncio connection is: its fault and backlog
+        hooks."""
+        receiver.on_fault = self.abort
+        receiver.on_backlog = self.pause_reading
+
 
 EVENT = (
     b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],'
@@ -521,8 +527,9 @@ def test_the_receiver_hands_out_what_came_before_a_fault(
     http: Any, attached: bool, arrivals: int
 ) -> None:
     raw = CHUNKED + b"%x\r\n%s\r\nzz\r\n" % (len(EVENT), EVENT)
-    receiver = http.Receiver(None, http.ResponseParser())
-    receiver.transport = transport = FakeTransport()
+    receiver = http.Receiver(http.ResponseParser())
+    transport = FakeTransport()
+    transport.attach(receiver)
     if attached:
         receiver.sink = http.Sink(1 << 20)
     receiver.deliver = lambda: None
@@ -883,7 +890,7 @@ def test_cython_objects_made_without_init_raise_instead_of_crashing() -> None:
     for call in (lambda: receiver.get_buffer(-1), lambda: receiver.buffer_updated(3)):
         with pytest.raises(RuntimeError, match="has no ResponseParser"):
             call()
-    receiver = Receiver(None, ResponseParser())
+    receiver = Receiver(ResponseParser())
     receiver.parser = None
     with pytest.raises(RuntimeError, match="has no ResponseParser"):
         receiver.buffer_updated(3)
@@ -917,8 +924,9 @@ def test_reading_pauses_for_a_slow_consumer_and_loses_nothing(
     receiver_type: Any, sink_type: Any, parser_type: Any
 ) -> None:
     head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-    receiver = receiver_type(None, parser_type())
-    receiver.transport = transport = FakeTransport(abort_fails=True)
+    receiver = receiver_type(parser_type())
+    transport = FakeTransport(abort_fails=True)
+    transport.attach(receiver)
     receiver.sink = sink = sink_type(1 << 20)
     receiver.deliver = lambda: None  # no task to wake
     sent = 0
@@ -929,7 +937,7 @@ def test_reading_pauses_for_a_slow_consumer_and_loses_nothing(
         receiver.buffer_updated(len(data))
 
     arrive(head)
-    while not receiver.paused:  # nobody takes: the backlog grows until reading pauses
+    while not transport.paused:  # nobody takes: the backlog grows until reading pauses
         arrive(b"".join(event_line(sent + i) for i in range(64)))
         sent += 64
         assert sent < 100_000, "reading never paused"

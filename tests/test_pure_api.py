@@ -60,13 +60,13 @@ def test_the_twins_of_pure_are_the_pure_ones() -> None:
 
 
 def test_the_clients_of_pure_run_on_the_pure_twins_only() -> None:
-    from llamafast._engine import _http_py
+    from llamafast._engine import _chat_py, _http_py
 
     for name in CLIENTS:
         pure, top = getattr(llamafast.pure, name), getattr(llamafast, name)
         assert issubclass(pure, top) and pure.__module__ == "llamafast.pure", name
         engine = pure._engine
-        assert engine.IMPLEMENTATION == "python" and engine.Sink is _http_py.Sink, name
+        assert engine.IMPLEMENTATION == "python" and engine.Sink is _chat_py.Sink, name
         for conn in (engine.SyncConnection, engine.AsyncConnection):
             assert issubclass(conn, _http_py.Receiver), name
         assert top._engine.IMPLEMENTATION == llamafast.IMPLEMENTATION, name

@@ -4,9 +4,11 @@
 # deadline), pump (the stream's read), close. The sync connection reads with recv_into into the
 # parser's buffer and hands the count to the same `buffer_updated` that asyncio calls on the async
 # one, so both clients turn bytes into events by one path, and the core reads what came (`parser`,
-# `early`, `received`, `eof`, `error`, `stalled`) from the connection alike. Each twin of the
-# Receiver gets its own pair of connection classes (`Engine`), so `llamafast.pure`'s clients run
-# on the pure twins only.
+# `early`, `received`, `eof`, `error`, `stalled`) from the connection alike. The asyncio glue is
+# all here: the Receiver only calls what the asyncio connection hands it (a future's set_result as
+# its one-shot waker, the loop's clock while a stream is watched, the transport's abort on a
+# fault, a pause on a backlog). Each twin of the Receiver gets its own pair of connection classes
+# (`Engine`), so `llamafast.pure`'s clients run on the pure twins only.
 """Sync and asyncio connections for the clients, over either twin's Receiver and Sink."""
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class _SyncIO:
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
         """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
-        conn: Any = cast(Any, cls)(None, cls.Parser())
+        conn: Any = cast(Any, cls)(cls.Parser())
         conn.eof = conn.stalled = False
         left = max(0.001, until - time.monotonic())
         try:
@@ -204,21 +206,25 @@ class _AsyncIO:
     """One request on its own connection, as an asyncio BufferedProtocol that reads into the
     parser's buffer (the arrival path is the Receiver's): before a Sink is attached the body's
     bytes are kept (`early`); after, they are decoded at once, and the task waiting in `pump()`
-    is woken once per arrival. A stream's stall watchdog is one deadline, checked by one timer
-    re-armed only when it fires."""
+    is woken once per arrival (the Receiver calls the waker set here). A stream's stall
+    watchdog is one deadline, checked by one timer re-armed only when it fires; a parse fault
+    aborts the transport, and reading pauses while the Sink holds a backlog (the Receiver calls
+    `on_fault` and `on_backlog`, set in `connection_made`)."""
 
     loop: asyncio.AbstractEventLoop
     transport: Any
-    waiter: Any
     paused: bool
     error: BaseException | None
     eof: bool
     stalled: bool
     last: float
-    watched: bool
     early: list[bytes]
     sink: Any
-    _wake: Any
+    clock: Any
+    waker: Any
+    on_fault: Any
+    on_backlog: Any
+    wake: Any  # the Receiver's: call the waker once
     _stall: float
     _timer: asyncio.TimerHandle | None
     Parser: Any  # the twin's ResponseParser (Engine.of)
@@ -227,8 +233,10 @@ class _AsyncIO:
     async def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
         """Connect to `target` (over TLS for https, with `tls` or the system's context)."""
         loop = asyncio.get_running_loop()
-        conn: Any = cast(Any, cls)(loop, cls.Parser())
-        conn.eof = conn.stalled = False
+        conn: Any = cast(Any, cls)(cls.Parser())
+        conn.loop = loop
+        conn.transport = None
+        conn.eof = conn.stalled = conn.paused = False
         conn._stall = 0.0
         conn._timer = None
         tls = (tls or ssl_context()) if target.scheme == "https" else None
@@ -257,11 +265,13 @@ class _AsyncIO:
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        self.on_fault = transport.abort  # type: ignore[attr-defined]
+        self.on_backlog = self._pause
         _no_delay(transport.get_extra_info("socket"))
 
     def eof_received(self) -> bool:
         self.eof = True
-        self._wake()
+        self.wake()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -269,7 +279,13 @@ class _AsyncIO:
         if exc is not None and self.error is None:
             self.error = exc
         self._cancel_timer()
-        self._wake()
+        self.wake()
+
+    def _pause(self) -> None:
+        # Reading pauses while the Sink holds more than BACKLOG bytes for the consumer; `pump`
+        # reads again once the consumer has taken them.
+        self.paused = True
+        self.transport.pause_reading()
 
     # --- what the driver calls ---------------------------------------------------------------
 
@@ -283,8 +299,9 @@ class _AsyncIO:
         if self.eof or self.error is not None:
             return
         loop = self.loop
-        waiter = self.waiter = loop.create_future()
-        handle = loop.call_at(loop.time() + (until - time.monotonic()), self._wake)
+        waiter = loop.create_future()
+        self.waker = waiter.set_result
+        handle = loop.call_at(loop.time() + (until - time.monotonic()), self.wake)
         try:
             await waiter
         finally:
@@ -298,7 +315,7 @@ class _AsyncIO:
             sink.feed(early)
         self._stall = stall
         self.last = self.loop.time()
-        self.watched = True
+        self.clock = self.loop.time
         self._timer = self.loop.call_at(self.last + stall, self._check_stall)
 
     def resume(self) -> None:
@@ -311,13 +328,9 @@ class _AsyncIO:
         """Until the next arrival, the end, a failure or a stall."""
         if self.paused:
             self.resume()
-        waiter = self.waiter = self.loop.create_future()
+        waiter = self.loop.create_future()
+        self.waker = waiter.set_result
         await waiter
-
-    def wake(self) -> None:
-        """Wake the task waiting in `receive` or `pump` (complete()'s handout stopping or
-        pausing)."""
-        self._wake()
 
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
@@ -327,12 +340,12 @@ class _AsyncIO:
         if now >= due:
             self._timer = None
             self.stalled = True
-            self._wake()
+            self.wake()
         else:
             self._timer = self.loop.call_at(due, self._check_stall)
 
     def _cancel_timer(self) -> None:
-        self.watched = False
+        self.clock = None
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()

@@ -1,11 +1,10 @@
 # What both twins of the clients' HTTP/1.1 response path offer (`_http_c` and `_http_py`):
 # .ci/stubtest checks this stub against each of them.
 from collections.abc import Callable
-from typing import Any
 
 from typing_extensions import disjoint_base
 
-from llamafast._engine._chat_c import Sink as Sink
+from llamafast._engine._chat_c import Sink
 from llamafast._errors import HttpParseError as HttpParseError
 from llamafast._limits import BACKLOG as BACKLOG
 from llamafast._limits import BUFFER as BUFFER
@@ -16,7 +15,6 @@ __all__ = [
     "HttpParseError",
     "Receiver",
     "ResponseParser",
-    "Sink",
     "parse_head",
 ]
 
@@ -40,18 +38,18 @@ class ResponseParser:
 
 @disjoint_base
 class Receiver:
-    loop: Any
     parser: ResponseParser
-    transport: Any
     early: list[bytes]
     sink: Sink | None
     error: BaseException | None
-    waiter: Any
-    paused: bool
-    watched: bool
-    last: float
     received: int
+    last: float
+    clock: Callable[[], float] | None
+    waker: Callable[[None], object] | None
     deliver: Callable[[], None] | None
-    def __init__(self, loop: Any, parser: ResponseParser) -> None: ...
+    on_fault: Callable[[], object] | None
+    on_backlog: Callable[[], object] | None
+    def __init__(self, parser: ResponseParser) -> None: ...
     def get_buffer(self, sizehint: int) -> memoryview: ...
     def buffer_updated(self, nbytes: int) -> None: ...
+    def wake(self) -> None: ...

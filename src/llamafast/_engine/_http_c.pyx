@@ -7,22 +7,21 @@
 # (tests/test_http_differential.py). A fault is latched, not raised, inside the scan, so the
 # body views framed before it are handed out first. Receiver is the pure twin's too, written
 # here so that an arrival (get_buffer, buffer_updated, the framing, the Sink's feed, cimported
-# from _chat_c) runs no Python frame.
-"""HTTP/1.1 response head and body framing, and the asyncio arrival path: Cython twin of
-`_http_py`."""
+# from _chat_c) runs no Python frame but the transport's callables.
+"""HTTP/1.1 response head and body framing, and the arrival path (parse, feed the Sink):
+Cython twin of `_http_py`."""
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from libc.string cimport memchr, memmove
 
 from ._chat_c cimport Sink as CSink
 
-from ._chat_c import Sink  # the body's bytes to events; re-exported here for the transports
 from .._errors import HttpParseError, TruncatedError
 from ._http_head import parse_head, status_line, too_long
 from .._limits import BACKLOG, BUFFER
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
-__all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "Sink", "parse_head"]
+__all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "parse_head"]
 
 # Reading pauses while more than BACKLOG bytes wait in a Sink for the consumer; it reads again
 # once the consumer has taken everything there is, so a long line still arriving is only
@@ -320,32 +319,30 @@ cdef inline Py_ssize_t _find_nl(char* buf, Py_ssize_t pos, Py_ssize_t end) noexc
 
 
 cdef class Receiver:
-    """The arrival path of an asyncio BufferedProtocol reading one response (see the pure
-    twin): the parser's buffer out, each arrival parsed, fed to the Sink once one is
-    attached, a parse fault failed only after the bytes before it, and the waiting task woken
-    once."""
+    """The arrival path of one response, parsing and feeding only (see the pure twin): the
+    parser's buffer out, each arrival parsed, fed to the Sink once one is attached, a parse
+    fault latched only after the bytes before it; the transport's `clock`, `waker`, `deliver`,
+    `on_fault` and `on_backlog` called as the pure twin calls them."""
 
-    cdef public object loop, transport, error, waiter, deliver
+    cdef public object error, clock, waker, deliver, on_fault, on_backlog
     cdef public ResponseParser parser
     cdef public CSink sink
     cdef public list early
-    cdef public bint paused, watched
     cdef public double last
     cdef public Py_ssize_t received  # bytes that arrived, parsed or not
     cdef object _scratch
 
-    def __init__(self, loop, ResponseParser parser):
-        self.loop = loop
+    def __init__(self, ResponseParser parser):
         self.parser = parser
-        self.transport = None
         self.early = []
         self.sink = None
         self.error = None
-        self.waiter = None
-        self.paused = False
-        self.watched = False
         self.last = 0.0
+        self.clock = None
+        self.waker = None
         self.deliver = None
+        self.on_fault = None
+        self.on_backlog = None
         self._scratch = None
 
     def get_buffer(self, sizehint):
@@ -373,17 +370,17 @@ cdef class Receiver:
         except HttpParseError as err:
             self._fail(err)
             return
-        if self.watched:
-            self.last = self.loop.time()
+        clock = self.clock
+        if clock is not None:
+            self.last = clock()
         if pieces:
             sink = self.sink
             if sink is None:
                 self.early += [bytes(p) for p in pieces]
             else:
                 sink._feed_all(pieces)
-                if sink._backlog() > BACKLOG_BYTES and self.transport is not None:
-                    self.paused = True
-                    self.transport.pause_reading()
+                if sink._backlog() > BACKLOG_BYTES and self.on_backlog is not None:
+                    self.on_backlog()
         if self.parser._fault is not None:  # found after the body bytes just handed on
             self._fail(self.parser._fault)
             return
@@ -393,18 +390,27 @@ cdef class Receiver:
             return
         self._wake()
 
-    def _fail(self, err):
-        self.error = err
-        if self.transport is not None:
-            self.transport.abort()
+    def wake(self):
+        """Call `waker` if it is set, and clear it (a wake that fails is dropped, as in the
+        pure twin)."""
         self._wake()
 
-    def _wake(self):
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+    cdef int _wake(self) except -1:
+        waker = self.waker
+        if waker is not None:
+            self.waker = None
+            try:
+                waker(None)
+            except Exception:  # nobody is waiting any more (a cancelled task): nothing to wake
+                pass
+        return 0
+
+    cdef int _fail(self, err) except -1:
+        self.error = err
+        if self.on_fault is not None:
+            self.on_fault()
+        self._wake()
+        return 0
 
 
 def _no_parser(receiver):

@@ -3,19 +3,21 @@
 # `filled(n)`, and gets the body's bytes back as views into that same buffer (the chunked framing
 # cut out, nothing copied). The buffer never changes size, so the views a transport holds while
 # it writes stay valid; it is compacted before the next `free()`. The Sink (_chat_py) turns those
-# views into ChatEvents, and Receiver is an asyncio protocol's arrival path: the bytes of each
-# arrival go through the parser into the Sink, and the waiting task is woken once.
+# views into ChatEvents, and Receiver is a transport's arrival path: the bytes of each arrival go
+# through the parser into the Sink. Waiting, clocks and the socket are the transport's: it hands
+# the Receiver plain callables (a one-shot waker, a clock, a fault and a backlog hook), which
+# cost an arrival nothing but the call, and the rare paths only when they happen.
 """HTTP/1.1 response head and body framing (chunked, Content-Length, until close), and the
-asyncio arrival path: pure twin. The head's rules, which both twins follow, are _http_head's."""
+arrival path (parse, feed the Sink): pure twin. The head's rules, which both twins follow, are
+_http_head's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._errors import HttpParseError, TruncatedError
 from .._limits import BACKLOG, BUFFER
-from ._chat_py import Sink  # the body's bytes to events; re-exported here for the transports
 from ._http_head import (
     CHUNKED,
     CLOSE,
@@ -30,13 +32,15 @@ from ._http_head import (
     too_long,
 )
 
+if TYPE_CHECKING:
+    from ._chat_py import Sink
+
 __all__ = [
     "BACKLOG",
     "BUFFER",
     "HttpParseError",
     "Receiver",
     "ResponseParser",
-    "Sink",
     "parse_head",
 ]
 
@@ -237,28 +241,30 @@ class ResponseParser:
 
 
 class Receiver:
-    """The arrival path of an asyncio BufferedProtocol reading one response: `get_buffer` hands
-    out the parser's buffer, `buffer_updated` parses what came and, once a Sink is attached,
-    decodes it at once (before that the body's bytes are kept in `early`), then wakes the task
-    waiting on `waiter`. A parse error is latched in `error`, after the body bytes that came
-    before it are handed on, and aborts the transport; reading pauses while more than BACKLOG
-    bytes wait for the consumer. The owner sets `transport`, `sink`, `waiter`, `watched` (then
-    every arrival's time goes to `last`), and `deliver`: a function called after each arrival
-    instead of waking the task (it wakes the task when it must, and never raises)."""
+    """The arrival path of one response, parsing and feeding only: `get_buffer` hands out the
+    parser's buffer, `buffer_updated` parses what came and, once a Sink is attached, decodes it
+    at once (before that the body's bytes are kept in `early`). A parse error is latched in
+    `error`, after the body bytes that came before it are handed on.
 
-    def __init__(self, loop: Any, parser: ResponseParser) -> None:
-        self.loop = loop
+    What an arrival does beyond that is the transport's, through the callables it sets here:
+    `clock` (while set, every arrival's time goes to `last`), `waker` (one-shot: called with
+    None, then cleared, at the next arrival or failure; a future's `set_result` fits),
+    `deliver` (called after every arrival instead of `waker`; it wakes the task when it must,
+    and never raises), `on_fault` (called on a parse error) and `on_backlog` (called after an
+    arrival leaves more than BACKLOG bytes in the Sink)."""
+
+    def __init__(self, parser: ResponseParser) -> None:
         self.parser = parser
-        self.transport: Any = None
         self.early: list[bytes] = []
         self.sink: Sink | None = None
         self.error: BaseException | None = None  # the connection's failure, or a parse error
-        self.waiter: Any = None
-        self.paused = False
-        self.watched = False
-        self.last = 0.0
         self.received = 0  # bytes that arrived, parsed or not
+        self.last = 0.0
+        self.clock: Callable[[], float] | None = None
+        self.waker: Callable[[None], object] | None = None
         self.deliver: Callable[[], None] | None = None
+        self.on_fault: Callable[[], object] | None = None
+        self.on_backlog: Callable[[], object] | None = None
         self._scratch: bytearray | None = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -281,17 +287,17 @@ class Receiver:
         except HttpParseError as err:
             self._fail(err)
             return
-        if self.watched:
-            self.last = self.loop.time()
+        clock = self.clock
+        if clock is not None:
+            self.last = clock()
         if pieces:
             sink = self.sink
             if sink is None:
                 self.early += [bytes(p) for p in pieces]
             else:
                 sink.feed(pieces)
-                if sink.backlog > BACKLOG and self.transport is not None:
-                    self.paused = True
-                    self.transport.pause_reading()
+                if sink.backlog > BACKLOG and self.on_backlog is not None:
+                    self.on_backlog()
         if parser.fault is not None:  # found after the body bytes just handed on
             self._fail(parser.fault)
             return
@@ -299,17 +305,21 @@ class Receiver:
         if deliver is not None:
             deliver()
             return
-        self._wake()
+        self.wake()
+
+    def wake(self) -> None:
+        """Call `waker` if it is set, and clear it. A wake that fails is dropped: its waiter
+        was given up meanwhile (a cancelled task), and waking is never an arrival's failure."""
+        waker = self.waker
+        if waker is not None:
+            self.waker = None
+            try:
+                waker(None)
+            except Exception:  # nobody is waiting any more: nothing to wake
+                pass
 
     def _fail(self, err: BaseException) -> None:
         self.error = err
-        if self.transport is not None:
-            self.transport.abort()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        if self.on_fault is not None:
+            self.on_fault()
+        self.wake()

@@ -120,7 +120,7 @@ class Twin:
         aiter_chat = staticmethod(_chat_py.aiter_chat)
         ResponseParser: type[_http_py.ResponseParser]
         Receiver: type[_http_py.Receiver]
-        Sink: type[_http_py.Sink]
+        Sink: type[_chat_py.Sink]
         Vectors: type[_vectors_py.Vectors]
 
     def __init__(self, implementation: str) -> None:
