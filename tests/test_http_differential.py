@@ -27,9 +27,9 @@ RECORDINGS = {p.stem: p.read_bytes() for p in sorted(HTTP.glob("*.http"))}
 def twin(kind: str) -> types.SimpleNamespace:
     """One twin's ResponseParser and Sink. The Sink is taken from `_chat_*` once it lives there,
     else from `_http_*` (where it is today)."""
-    http = importlib.import_module(f"llamafast._http_{kind}")
+    http = importlib.import_module(f"llamafast._engine._http_{kind}")
     try:
-        chat = importlib.import_module(f"llamafast._chat_{kind}")
+        chat = importlib.import_module(f"llamafast._engine._chat_{kind}")
     except ImportError:
         chat = None
     sink = getattr(chat, "Sink", None) or http.Sink
