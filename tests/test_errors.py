@@ -232,8 +232,8 @@ def _library_modules() -> list[ModuleType]:
     """Every module of the library that imports here (the Cython ones when they are built); not
     the command line's (`_cli`, `__main__`), whose errors are its exit statuses."""
     found = []
-    for info in pkgutil.iter_modules(llamafast.__path__, "llamafast."):
-        if info.name in ("llamafast.__main__", "llamafast._cli"):
+    for info in pkgutil.walk_packages(llamafast.__path__, "llamafast."):
+        if info.name == "llamafast.__main__" or info.name.partition(".")[2].split(".")[0] == "_cli":
             continue
         try:
             found.append(importlib.import_module(info.name))
