@@ -67,6 +67,7 @@ TOKENS = [
     (r"\bStopAsyncIteration\b", "StopIteration"),
     (r"\baclose\b", "close"),
     (r"\bAsyncClientStream\b", "ClientStream"),
+    (r"\bAsyncClosesOnExit\b", "ClosesOnExit"),
     (r"\bAsyncClient\b", "Client"),
     (r"\bAsyncConnection\b", "SyncConnection"),
     (r"\bAsyncTurns\b", "Turns"),

@@ -12,24 +12,14 @@ import base64
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._config import Config
 from ._errors import cut
-from ._values import (
-    Assistant,
-    Audio,
-    ChatMessage,
-    ChatRequest,
-    Image,
-    Part,
-    System,
-    Text,
-    Tool,
-    ToolCall,
-    ToolSchema,
-    User,
-)
+from ._values import Assistant, Audio, Image, System, Text, Tool, ToolSchema, User
+
+if TYPE_CHECKING:  # named in annotations only
+    from ._values import ChatMessage, ChatRequest, Part, ToolCall
 
 __all__ = ["RESERVED", "build_body"]
 

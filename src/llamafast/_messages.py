@@ -86,6 +86,28 @@ def _need(where: Path, value: Mapping[str, Any], key: str) -> Any:
     return value[key]
 
 
+def _need_str(where: Path, value: Mapping[str, Any], key: str) -> Any:
+    """`value[key]`, which must be there and be a string."""
+    return _str(_at(where, key), _need(where, value, key))
+
+
+def _inner(
+    where: Path, outer: Mapping[str, Any], key: str, allowed: Iterable[str]
+) -> tuple[Path, Mapping[str, Any]]:
+    """Where `outer[key]` is, and it: a dict that must be there, with none but the `allowed`
+    keys."""
+    inner = _at(where, key)
+    value = _mapping(inner, _need(where, outer, key))
+    _check_keys(inner, value, allowed)
+    return inner, value
+
+
+def _check_function_type(where: Path, value: Mapping[str, Any]) -> None:
+    """A tool call's or a tool's `type`, when given, is "function"."""
+    if value.get("type", "function") != "function":
+        raise ValueError(f"{_show(_at(where, 'type'))} is {cut(value['type'])}, not 'function'")
+
+
 def _sequence(where: Path, value: object) -> list[Any]:
     if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
         raise TypeError(f"{_show(where)} must be a list, not {type(value).__name__}: {cut(value)}")
@@ -102,24 +124,20 @@ def _part(where: Path, value: object) -> Part:
     kind = _need(where, part, "type")
     if kind == "text":
         _check_keys(where, part, ("type", "text"))
-        return Text(_str(_at(where, "text"), _need(where, part, "text")))
+        return Text(_need_str(where, part, "text"))
     if kind == "image_url":
         _check_keys(where, part, ("type", "image_url"))
-        inner = _at(where, "image_url")
-        image = _mapping(inner, _need(where, part, "image_url"))
         # `detail` is the openai API's resolution hint; llama-server has no such choice.
-        _check_keys(inner, image, ("url", "detail"))
-        url = _str(_at(inner, "url"), _need(inner, image, "url"))
+        inner, image = _inner(where, part, "image_url", ("url", "detail"))
+        url = _need_str(inner, image, "url")
         if not url:
             raise ValueError(f"{_show(_at(inner, 'url'))} is empty")
         return Image(url=url)  # a data: URI is sent as it came
     if kind == "input_audio":
         _check_keys(where, part, ("type", "input_audio"))
-        inner = _at(where, "input_audio")
-        audio = _mapping(inner, _need(where, part, "input_audio"))
-        _check_keys(inner, audio, ("data", "format"))
-        data = _str(_at(inner, "data"), _need(inner, audio, "data"))
-        fmt = _str(_at(inner, "format"), _need(inner, audio, "format"))
+        inner, audio = _inner(where, part, "input_audio", ("data", "format"))
+        data = _need_str(inner, audio, "data")
+        fmt = _need_str(inner, audio, "format")
         try:
             raw = base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
@@ -152,11 +170,8 @@ def _tool_call(where: Path, value: object) -> ToolCall:
         return value
     call = _mapping(where, value)
     _check_keys(where, call, ("id", "type", "function"))
-    if call.get("type", "function") != "function":
-        raise ValueError(f"{_show(_at(where, 'type'))} is {cut(call['type'])}, not 'function'")
-    inner = _at(where, "function")
-    function = _mapping(inner, _need(where, call, "function"))
-    _check_keys(inner, function, ("name", "arguments"))
+    _check_function_type(where, call)
+    inner, function = _inner(where, call, "function", ("name", "arguments"))
     arguments = _need(inner, function, "arguments")
     if not isinstance(arguments, str):
         raise TypeError(
@@ -164,8 +179,8 @@ def _tool_call(where: Path, value: object) -> ToolCall:
             f"server sent it; json.dumps a dict), not {type(arguments).__name__}: {cut(arguments)}"
         )
     return ToolCall(
-        _str(_at(where, "id"), _need(where, call, "id")),
-        _str(_at(inner, "name"), _need(inner, function, "name")),
+        _need_str(where, call, "id"),
+        _need_str(inner, function, "name"),
         arguments,
     )
 
@@ -193,7 +208,7 @@ def _message(where: Path, value: object) -> ChatMessage:
         return User(_content_parts(content, _need(where, value, "content")))
     if role == "tool":
         return Tool(
-            _str(_at(where, "tool_call_id"), _need(where, value, "tool_call_id")),
+            _need_str(where, value, "tool_call_id"),
             _str(content, _need(where, value, "content")),
         )
     calls = value.get("tool_calls")
@@ -230,16 +245,15 @@ def to_tools(tools: object) -> tuple[ToolSchema, ...]:
         where: Path = ("tools", i)
         tool = _mapping(where, value)
         _check_keys(where, tool, ("type", "function"))
-        if tool.get("type", "function") != "function":
-            raise ValueError(f"{_show(_at(where, 'type'))} is {cut(tool['type'])}, not 'function'")
-        inner = _at(where, "function")
-        function = _mapping(inner, _need(where, tool, "function"))
-        _check_keys(inner, function, ("name", "description", "parameters", "strict"))
+        _check_function_type(where, tool)
+        inner, function = _inner(
+            where, tool, "function", ("name", "description", "parameters", "strict")
+        )
         parameters = function.get("parameters", _NO_PARAMETERS)
         _mapping(_at(inner, "parameters"), parameters)
         out.append(
             ToolSchema(
-                _str(_at(inner, "name"), _need(inner, function, "name")),
+                _need_str(inner, function, "name"),
                 _str(_at(inner, "description"), function.get("description", "")),
                 parameters,
             )

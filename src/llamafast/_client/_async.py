@@ -21,7 +21,6 @@ import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from .._body import build_body
@@ -53,6 +52,7 @@ from .._core import (
     text_of,
 )
 from .._engine._embeddings import Embeddings
+from .._engine._stream_state import AsyncClosesOnExit
 from .._errors import InferError, StreamClosedEarlyError
 from .._messages import chat_request
 from .._url import Target
@@ -364,7 +364,7 @@ class _Commands:
             conn.close()
 
 
-class AsyncClientStream(_Commands, StreamState):
+class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
     """One request's events (from `AsyncClient.stream`): enter it, iterate it, then read
     `.completion`. `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
     stream as it arrives. Leaving the block, `aclose()`, dropping the stream, or cancelling
@@ -390,14 +390,6 @@ class AsyncClientStream(_Commands, StreamState):
     async def __aenter__(self) -> AsyncClientStream:
         self._enter()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __aiter__(self) -> AsyncClientStream:
         return self

@@ -17,7 +17,6 @@ import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from .._body import build_body
@@ -49,6 +48,7 @@ from .._core import (
     text_of,
 )
 from .._engine._embeddings import Embeddings
+from .._engine._stream_state import ClosesOnExit
 from .._errors import InferError, StreamClosedEarlyError
 from .._messages import chat_request
 from .._url import Target
@@ -357,7 +357,7 @@ class _Commands:
             conn.close()
 
 
-class ClientStream(_Commands, StreamState):
+class ClientStream(_Commands, StreamState, ClosesOnExit):
     """One request's events (from `Client.stream`): enter it, iterate it, then read
     `.completion`. `.id`, `.reasoning_tokens`, `.in_reasoning`, `.is_finished` follow the
     stream as it arrives. Leaving the block, `close()`, dropping the stream, or Ctrl-C
@@ -383,14 +383,6 @@ class ClientStream(_Commands, StreamState):
     def __enter__(self) -> ClientStream:
         self._enter()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __iter__(self) -> ClientStream:
         return self

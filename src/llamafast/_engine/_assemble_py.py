@@ -59,20 +59,23 @@ def _bad(what: str, payload: str | bytes) -> ProtocolError:
     return ProtocolError(f"{what}: {cut(payload)}")
 
 
+# The JSON kind of each parsed type, in the words of messages (the Cython twin's words); bool
+# comes before int, of which it is a subclass.
+_KINDS: Final = (
+    (dict, "an object"),
+    (list, "an array"),
+    (str, "a string"),
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a number"),
+)
+
+
 def _kind(value: Any) -> str:
     """The JSON kind of a value, for messages (the same words as the Cython twin's)."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
+    for kind, words in _KINDS:
+        if isinstance(value, kind):
+            return words
     return "null"
 
 

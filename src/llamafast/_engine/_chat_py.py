@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import _thread
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
-from types import TracebackType
 from typing import Any, Self
 
 from .._errors import CancelledReadError, busy_error, uninitialised_error
@@ -18,7 +17,7 @@ from .._limits import MAX_LINE
 from .._values import ChatEvent, Completion
 from ._assemble_py import Assembler
 from ._sse_py import AsyncPending, Events, Pending, SseDecoder
-from ._stream_state import StreamView
+from ._stream_state import AsyncClosesOnExit, ClosesOnExit, StreamView
 
 __all__ = ["AsyncChatStream", "ChatStream", "Sink", "aiter_chat"]
 
@@ -284,7 +283,7 @@ class _State(StreamView, Pending):
         return first
 
 
-class ChatStream(_State):
+class ChatStream(_State, ClosesOnExit):
     """The ChatEvents of a blocking reader's response, in order; then `.completion`."""
 
     __slots__ = ("_read", "_reader")
@@ -352,19 +351,8 @@ class ChatStream(_State):
             if callable(close):
                 close()
 
-    def __enter__(self) -> ChatStream:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncChatStream(_State, AsyncPending):
+class AsyncChatStream(_State, AsyncPending, AsyncClosesOnExit):
     """The same over an async byte source (httpx `aiter_bytes`, aiohttp `iter_any`)."""
 
     __slots__ = ("_chunks", "_interrupted", "_source")
@@ -424,17 +412,6 @@ class AsyncChatStream(_State, AsyncPending):
             close = getattr(self._source, "aclose", None)
             if callable(close):
                 await close()
-
-    async def __aenter__(self) -> AsyncChatStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def aiter_chat(source: AsyncIterable[bytes], max_line: int = MAX_LINE) -> AsyncChatStream:

@@ -2,16 +2,27 @@
 # fused streams of both twins (_chat_py, _chat_c) and the clients' streams. It is written once
 # here, neither twin's, and read from four fields each stream keeps: `_assembler` (the Sink's,
 # or a stand-in before it exists), `_completion`, `_error` (latched) and `_closed`. The Cython
-# streams keep those fields in C and mirror `StreamView` with the words of this module.
-"""What a stream of ChatEvents shows of its response: `StreamView`, and its words."""
+# streams keep those fields in C and mirror `StreamView` with the words of this module. Leaving
+# a `with` / `async with` block closes a stream, whichever it is: `ClosesOnExit` and
+# `AsyncClosesOnExit` say so once for the pure twin's streams and the clients'.
+"""What a stream of ChatEvents shows of its response: `StreamView`, and its words; the `with`
+blocks that close it."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from .._values import Completion
 
-__all__ = ["CLOSED", "NOT_ENDED", "StreamView", "not_over"]
+__all__ = [
+    "CLOSED",
+    "NOT_ENDED",
+    "AsyncClosesOnExit",
+    "ClosesOnExit",
+    "StreamView",
+    "not_over",
+]
 
 NOT_ENDED = "the stream has not ended yet: iterate it to the end first"
 CLOSED = "the stream was closed before it ended"
@@ -64,3 +75,44 @@ class StreamView:
     def partial_arguments(self, index: int) -> Any:
         """The assembler's partial_arguments: tool call `index`'s arguments parsed so far."""
         return self._assembler.partial_arguments(index)
+
+
+class ClosesOnExit:
+    """`with stream:` hands out the stream and closes it on leaving the block, however it is
+    left (a stream that must do more on entering says so in its own `__enter__`)."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClosesOnExit:
+    """The same for `async with stream:`, which awaits `aclose()` on leaving the block."""
+
+    __slots__ = ()
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
