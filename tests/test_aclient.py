@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import gc
 import itertools
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from llamafast import (
     Queued,
     User,
 )
+from llamafast._client import _transport
 
 NAMES = ["content_only", "reasoning_then_content", "tool_call", "length", "usage_chunk"]
 
@@ -313,3 +315,37 @@ def test_under_uvloop_streams_queue_and_stall_alike(server: ReplayServer) -> Non
     assert first == expected("reasoning_then_content")[1]
     assert second == expected("content_only")[1]
     assert isinstance(stalled, llamafast.StalledError)
+
+
+@pytest.mark.parametrize("how", ["stream", "complete"])
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_finished_request_s_connection_is_freed_by_reference_counting(
+    server: ReplayServer, package: Any, how: str
+) -> None:
+    # A connection holds its parser's buffer (64 KiB) and its Sink: once its request has ended
+    # and been let go, nothing may keep it in a reference cycle, or every request's buffers
+    # wait for the cycle collector (with it off here, they would never be freed).
+    engine = _transport.PURE if package is llamafast.pure else _transport.SELECTED
+
+    async def main() -> None:
+        client = package.AsyncClient(cfg(server))
+        for _ in range(3):
+            if how == "complete":
+                await client.complete(ChatRequest(0, [User("hi")]), lambda event: None)
+                continue
+            async with client.stream(ChatRequest(0, [User("hi")])) as stream:
+                async for _ in stream:
+                    pass
+            del stream
+        await asyncio.sleep(0.05)  # the transports' connection_lost callbacks run
+        await client.aclose()
+
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(main())
+        alive = sum(isinstance(o, engine.AsyncConnection) for o in gc.get_objects())
+    finally:
+        gc.enable()
+        gc.collect()
+    assert alive == 0, f"{alive} finished connections kept alive by a reference cycle"

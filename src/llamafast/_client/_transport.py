@@ -279,6 +279,10 @@ class _AsyncIO:
         if exc is not None and self.error is None:
             self.error = exc
         self._cancel_timer()
+        # Nothing arrives after this: let go of the hooks, so that the connection (its
+        # parser's buffer) is freed by reference counting when its request lets go of it,
+        # not by the cycle collector (`on_backlog` is this connection's own method).
+        self.on_fault = self.on_backlog = None
         self.wake()
 
     def _pause(self) -> None:
