@@ -703,6 +703,11 @@ cdef int _fold(
     _commit(self, events, start)
     return 0
 
+# The hot loop of one delta, part of _fold's: its keys walked once (content, reasoning_content,
+# tool_calls kept as Elements), then handled in the pure twin's order: the reasoning text (it
+# sets the reasoning state and count), the answer text (it ends the reasoning state), the tool
+# calls (_tool_calls; a piece ends the reasoning state). It writes only past the buffers' .len
+# and into _fold's locals through their pointers: the commit stays _fold's.
 cdef Py_ssize_t _delta(
     Assembler self, Element& delta, list events, bint* in_reasoning, long long* reasoning_tokens,
     long long predicted_n, Py_ssize_t ncalls, Py_ssize_t* content_len, Py_ssize_t* reasoning_len,
