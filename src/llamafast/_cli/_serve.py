@@ -1,6 +1,6 @@
 """`python -m llamafast serve`: a llama-server stand-in that answers from recordings, no model.
 
-A threaded HTTP/1.1 server (standard library only) that sends, for each request, one whole
+An HTTP/1.1 server (standard library only) that sends, for each request, one whole
 response recorded byte for byte from a real llama-server (`_recordings/serve/`, made by
 tools/llama-server/record_serve.py; the tool call is the bundled `tool_call.http`), paced as it was
 recorded. What it keeps of a server is what a client can see: the slots (a request for a busy
@@ -10,79 +10,50 @@ number rewritten in an answer is a prompt's token count (BYTES_PER_TOKEN), in th
 400 and in `/v1/chat/completions/input_tokens`; `/slots` and `/props` follow `--slots`.
 The recordings are read through `llamafast._recordings`, the one reader of them.
 The pieces a loopback test server needs as well (reading a request, the slot JSON, where the
-slot is freed) are here, once; tests/_server.py imports them.
+slot is freed) are here, once; tests/_server.py imports them. It holds against its own clients
+as http.server, h11 and aiohttp do (BOUNDS): one thread reads every request against a deadline
+and within bounds, a capped pool of threads answers whole ones (`_serve_loop`, `_serve_reader`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import re
 import socket
-import socketserver
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 from .._recordings import BUNDLED, SERVE, split
+from ._serve_loop import MAX_OPEN, WORKERS, LoopServer
+from ._serve_reader import MAX_BODY, MAX_HEAD, REQUEST_DEADLINE, Request, raw_response, read_request
 
-__all__ = ["RecordedServer", "Request", "main", "pick", "read_request"]
+__all__ = ["RecordedServer", "Request", "main", "pick", "raw_response", "read_request"]
 
 PROG = "llamafast serve"
 BYTES_PER_TOKEN = 4
 """A prompt counts as one token per this many bytes of its messages and tools (JSON): a rough
 stand-in for the tokenizer, enough to tell a prompt that cannot fit from one that can."""
 
+MAX_DEPTH = 512
+"""A body nested deeper than this (arrays and objects) is answered as one that is not JSON: past
+what Python's recursion takes in json.loads or json.dumps; a real request nests a few levels."""
+
+BOUNDS = (
+    f"Each request must arrive whole within {REQUEST_DEADLINE:g} s of the connection (else 408), "
+    f"its head within {MAX_HEAD // 1024} KiB (else 431), its body within "
+    f"{MAX_BODY // (1024 * 1024)} MiB (else 413); a body that is not a JSON object, or nests "
+    f"past {MAX_DEPTH} levels, gets llama-server's 400. At most {WORKERS} requests are answered "
+    f"at once and {MAX_OPEN} connections held; the next wait to be accepted."
+)
+"""The bounds every client is held to, as `serve --help` says them."""
+
 _ID = re.compile(rb'"id":"(chatcmpl-[^"]+)"')
-
-
-@dataclass
-class Request:
-    method: str
-    path: str  # the query left out
-    body: bytes
-    at: float  # time.monotonic() when it was read
-    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
-
-
-def read_request(conn: socket.socket, timeout: float = 10.0) -> Request | None:
-    """One HTTP/1.1 request (its body by Content-Length) from `conn`; None if the peer closed
-    first. `conn`'s timeout is `timeout` while reading and None after."""
-    conn.settimeout(timeout)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        part = conn.recv(65536)
-        if not part:
-            return None
-        data += part
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _ = lines[0].split(" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        key, _, value = line.partition(":")
-        headers[key.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0"))
-    while len(body) < length:
-        part = conn.recv(65536)
-        if not part:
-            return None
-        body += part
-    conn.settimeout(None)
-    return Request(method, target.split("?")[0], body[:length], time.monotonic(), headers)
-
-
-def raw_response(status: int, reason: str, body: bytes, ctype: str = "application/json") -> bytes:
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nServer: llama.cpp\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
-    return head + body
 
 
 def with_body(raw: bytes, body: bytes) -> bytes:
@@ -188,15 +159,19 @@ def pick(body: dict[str, Any], n_ctx: int) -> str:
     return name if stream else f"{name}_nonstream"
 
 
-class RecordedServer(socketserver.ThreadingTCPServer):
-    """The server: `serve_forever()` answers until `shutdown()`; `url` says where."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256
+class RecordedServer(LoopServer):
+    """The server: `serve_forever()` answers until `shutdown()`; `url` says where. Its clients
+    are held to the bounds of `_serve_loop` and `_serve_reader` (see BOUNDS)."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 8080, slots: int = 2, *, pace: bool = True
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        slots: int = 2,
+        *,
+        pace: bool = True,
+        deadline: float = REQUEST_DEADLINE,
+        workers: int = WORKERS,
     ) -> None:
         if slots < 1:
             raise ValueError(f"slots must be at least 1, not {slots}")
@@ -210,11 +185,11 @@ class RecordedServer(socketserver.ThreadingTCPServer):
         self.n_ctx = int(body["default_generation_settings"]["n_ctx"])
         self.props = with_body(props.raw, _set_total_slots(split(props.raw)[1], slots))
         self.slot_template = json.loads(split(recording("slots").raw)[1])[0]
-        super().__init__((host, port), _Handler)
+        super().__init__(host, port, deadline=deadline, workers=workers)
 
     @property
     def url(self) -> str:
-        host, port = cast(tuple[str, int], self.server_address[:2])
+        host, port = self.server_address
         return f"http://{host}:{port}"
 
     # --- the slots --------------------------------------------------------------------------
@@ -271,23 +246,18 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             if body is not None:
                 conn.sendall(counted(recording("input_tokens").raw, prompt_tokens(body)))
         elif req.method == "POST" and req.path == "/v1/chat/completions/control":
-            try:
-                known = json.loads(req.body).get("id") in self.active
-            except (ValueError, AttributeError):
-                known = False
+            body = json_object(req.body)
+            cid = body.get("id") if body is not None else None
+            known = isinstance(cid, str) and cid in self.active
             self.send(conn, recording("control_reasoning_end" if known else "control_unknown_id"))
         else:
             self.send(conn, recording("unknown_path"))
 
     def parse(self, conn: socket.socket, req: Request) -> dict[str, Any] | None:
         """The request's JSON object; None when it is not one (the recorded 400 is sent)."""
-        try:
-            body = json.loads(req.body)
-            if not isinstance(body, dict):
-                raise ValueError(body)
-        except ValueError:
+        body = json_object(req.body)
+        if body is None:
             self.send(conn, recording("bad_json"))
-            return None
         return body
 
     def chat(self, conn: socket.socket, req: Request) -> None:
@@ -322,6 +292,37 @@ class RecordedServer(socketserver.ThreadingTCPServer):
             if delay > 0:
                 time.sleep(delay)
             conn.sendall(piece)
+
+
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """`body` as a JSON object, or None where llama-server's parser answers `bad_json`: not
+    JSON, not UTF-8, not an object, a lone surrogate escape (`\\ud800`); and where this one
+    cannot go: nested past MAX_DEPTH (refused whatever the depth, never a RecursionError)."""
+    try:
+        value = json.loads(body)
+        if not isinstance(value, dict):
+            return None
+        # bytes.count is C speed: a body with fewer brackets than MAX_DEPTH cannot nest deeper
+        if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+            return None
+        if b"\\u" in body:  # an escape may be half a surrogate pair, which UTF-8 cannot carry
+            json.dumps(value, ensure_ascii=False).encode()
+    except (ValueError, RecursionError):  # UnicodeError is a ValueError
+        return None
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests arrays and objects more than `limit` deep (walked without
+    recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
 
 
 def _inputs(body: dict[str, Any], key: str) -> list[Any]:
@@ -379,18 +380,6 @@ def _set_total_slots(body: bytes, slots: int) -> bytes:
     return re.sub(rb'"total_slots":\d+', b'"total_slots":%d' % slots, body, count=1)
 
 
-class _Handler(socketserver.BaseRequestHandler):
-    server: RecordedServer
-
-    def handle(self) -> None:
-        conn: socket.socket = self.request
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with contextlib.suppress(OSError, ValueError):
-            req = read_request(conn)
-            if req is not None:  # every recorded response says `Connection: close`
-                self.server.answer(conn, req)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """`llamafast serve`: answer until interrupted; the exit status is returned."""
     ap = argparse.ArgumentParser(
@@ -398,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Answer as llama-server does, from recordings of a real one (no model): "
         "chat with reasoning, a tool call, JSON-schema output, /health, /slots, /props, a busy "
         "slot, a context overflow.",
+        epilog=BOUNDS,
     )
     ap.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="the port (default: 8080; 0: any)")
