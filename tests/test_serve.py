@@ -58,9 +58,8 @@ def client_module(impl: SimpleNamespace) -> ModuleType:
     return llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
 
 
-@pytest.fixture
-def srv() -> Iterator[RecordedServer]:
-    server = RecordedServer("127.0.0.1", 0, 2, pace=False)
+def serving(server: RecordedServer) -> Iterator[RecordedServer]:
+    """`server` answering on a thread of its own until the test ends."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -69,6 +68,11 @@ def srv() -> Iterator[RecordedServer]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def srv() -> Iterator[RecordedServer]:
+    yield from serving(RecordedServer("127.0.0.1", 0, 2, pace=False))
 
 
 def exchange(srv: RecordedServer, method: str, path: str, body: Any = None) -> bytes:
@@ -506,7 +510,7 @@ def test_the_readme_command_line_gives_what_the_examples_need() -> None:
             assert done.finish_reason is not None
 
 
-# --- holding against its own clients (issue 24, item 6) ----------------------------------------
+# --- holding against its own clients ----------------------------------------------------------
 # One selector thread reads every request against one deadline and within bounds; a pool of at
 # most `workers` threads answers whole ones (src/llamafast/_cli/_serve_loop.py, _serve_reader.py).
 
@@ -516,15 +520,7 @@ BOUND_S = 30.0  # each exchange below ends well within this, or the server does 
 @pytest.fixture
 def guarded() -> Iterator[RecordedServer]:
     """A server with a short deadline (1 s) and 4 workers, so the bounds show in a test's time."""
-    server = RecordedServer("127.0.0.1", 0, 2, pace=False, deadline=1.0, workers=4)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    yield from serving(RecordedServer("127.0.0.1", 0, 2, pace=False, deadline=1.0, workers=4))
 
 
 def sent_whole(srv: RecordedServer, data: bytes) -> bytes:
@@ -591,10 +587,10 @@ def test_a_head_just_inside_the_bound_is_read() -> None:
         ("1_0", b"400 Bad Request"),
     ],
 )
-# A GET /health: read as a request, any length the old reader let through answered 200.
 def test_a_content_length_past_the_bound_or_not_a_number_is_refused(
     guarded: RecordedServer, length: str, status: bytes
 ) -> None:
+    # a GET /health: a length let through would be answered 200, not refused
     out = sent_whole(guarded, f"GET /health HTTP/1.1\r\nContent-Length: {length}\r\n\r\n".encode())
     assert out.startswith(b"HTTP/1.1 " + status + b"\r\n"), out
     assert exchange(guarded, "GET", "/health") == recording("health").raw
@@ -672,7 +668,9 @@ def test_requests_past_the_workers_wait_for_one_and_are_all_answered(
     try:
         for sock in waiting:
             sock.sendall(request_bytes("POST", "/v1/chat/completions", chat_body()))
+        started = time.monotonic()
         while guarded._jobs.qsize() < 10 - guarded.workers:  # 4 workers hold 4; 6 queued
+            assert time.monotonic() - started < BOUND_S
             select.select([], [], [], 0.01)
         assert threading.active_count() <= threads + guarded.workers
         guarded.release(0), guarded.release(1)
