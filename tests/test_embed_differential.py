@@ -5,14 +5,19 @@ numbers within 64-bit integers and doubles."""
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import struct
+import sys
 from typing import Any
+
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llamafast import ProtocolError
+from llamafast import ProtocolError, Usage
+from llamafast._limits import MAX_DEPTH
 
 B64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
@@ -97,3 +102,112 @@ def test_twins_agree(c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], da
     body, first, count = case
     cut = data.draw(st.integers(0, len(body)))
     assert outcome(c_impl, body, first, count, cut) == outcome(py_impl, body, first, count, cut)
+
+
+# --- the cases the twins once read apart (issue 24), each by its rule ---------------------------
+
+ONE_ROW = b'"data":[{"embedding":[1.0,2.0],"index":0}]'
+
+
+def verdict(impl: Any, body: bytes) -> Any:
+    """What a twin makes of a one-text answer: its value, or its error's class and message."""
+    v = impl.Vectors(1)
+    try:
+        v.add([body], 0, 1)
+    except Exception as err:  # the class is part of the verdict: any builtin one fails below
+        return (type(err), str(err))
+    e = v.finish()
+    return (e.shape, e.tobytes(), e.model, e.usage)
+
+
+def agreed(c_impl: Any, py_impl: Any, body: bytes) -> Any:
+    pure = verdict(py_impl, body)
+    assert verdict(c_impl, body) == pure
+    return pure
+
+
+def refused(outcome: Any) -> bool:
+    return outcome[0] is ProtocolError and "is not valid JSON" in outcome[1]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model":"\\ud800",' + ONE_ROW + b"}",
+        b'{"model":"a\\udfffb",' + ONE_ROW + b"}",
+        b'{"\\ud800":1,' + ONE_ROW + b"}",
+        b'{"x":["\\ude00\\ud83d"],' + ONE_ROW + b"}",
+    ],
+    ids=["model", "low", "key", "pair reversed"],
+)
+def test_a_lone_surrogate_is_refused_by_both(c_impl: Any, py_impl: Any, body: bytes) -> None:
+    # STRICT-JSON: simdjson refuses an escaped lone surrogate (UTF-8 cannot carry one)
+    assert refused(agreed(c_impl, py_impl, body))
+
+
+def test_a_surrogate_pair_is_one_character_in_both(c_impl: Any, py_impl: Any) -> None:
+    outcome = agreed(c_impl, py_impl, b'{"model":"\\ud83d\\ude00",' + ONE_ROW + b"}")
+    assert outcome[2] == "\U0001f600"
+
+
+@pytest.mark.parametrize("where", [b"\xef\xbb\xbf", b" \xef\xbb\xbf"], ids=["first", "after space"])
+def test_a_byte_order_mark_is_refused_by_both(c_impl: Any, py_impl: Any, where: bytes) -> None:
+    # RFC 8259, section 8.1: a JSON text has no byte order mark (simdjson would skip one)
+    assert refused(agreed(c_impl, py_impl, where + b"{" + ONE_ROW + b"}"))
+
+
+@pytest.mark.parametrize(
+    ("tokens", "usage"),
+    [
+        (2**63 - 1, Usage(2**63 - 1, 0)),
+        (2**63, None),
+        (2**64 - 1, None),
+        (-1, None),
+        (-(2**63), None),
+    ],
+)
+def test_prompt_tokens_beyond_a_count_are_left_out_by_both(
+    c_impl: Any, py_impl: Any, tokens: int, usage: Usage | None
+) -> None:
+    # docs/client.md, rule EMBEDDINGS: a count is 0 to 2**63 - 1 (as COUNTS in docs/assembler.md);
+    # an integer JSON holds (int64 or uint64) outside that is no count: usage as if not sent
+    body = b'{"usage":{"prompt_tokens":%d},%s}' % (tokens, ONE_ROW)
+    assert agreed(c_impl, py_impl, body)[3] == usage
+
+
+def test_prompt_tokens_add_up_to_at_most_a_count(impl: Any) -> None:
+    v = impl.Vectors(2)
+    for first in (0, 1):
+        body = b'{"usage":{"prompt_tokens":%d},%s}' % (2**63 - 2, ONE_ROW)
+        v.add([body], first, 1)
+    assert v.finish().usage == Usage(2**63 - 1, 0)
+
+
+def nested(depth: int, inner: bytes = b"") -> bytes:
+    """An answer whose member `x` nests `depth` levels in all (its own object is level 1)."""
+    return b'{"x":' + b"[" * (depth - 1) + inner + b"]" * (depth - 1) + b"," + ONE_ROW + b"}"
+
+
+@pytest.mark.parametrize("inner", [b"", b"1", b"{}", b'{"a":1}'], ids=repr)
+def test_nesting_up_to_max_depth_is_read_deeper_refused(
+    c_impl: Any, py_impl: Any, inner: bytes
+) -> None:
+    # STRICT-JSON: nesting deeper than MAX_DEPTH (the answer's own object is depth 1, an empty
+    # [] or {} a level) is refused by both twins
+    depth = MAX_DEPTH - (1 if inner.startswith(b"{") else 0)
+    assert agreed(c_impl, py_impl, nested(depth, inner))[0] == (1, 2)
+    assert refused(agreed(c_impl, py_impl, nested(depth + 1, inner)))
+    assert refused(agreed(c_impl, py_impl, nested(1000, inner)))
+
+
+def test_deep_nesting_refused_whatever_the_callers_stack(c_impl: Any, py_impl: Any) -> None:
+    # the verdict of a 1,000 deep answer does not hang on how deep the caller already is
+    def at_depth(frames: int, impl: Any) -> Any:
+        if frames:
+            return at_depth(frames - 1, impl)
+        return verdict(impl, nested(1000))
+
+    room = sys.getrecursionlimit() - len(inspect.stack()) - 40
+    for impl in (py_impl, c_impl):
+        assert refused(at_depth(room, impl))
+        assert refused(at_depth(0, impl))
