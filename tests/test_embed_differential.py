@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamafast import ProtocolError, Usage
@@ -53,7 +53,7 @@ def vectors(draw: Any, dim: int) -> Any:
 
 
 @st.composite
-def answers(draw: Any) -> tuple[bytes, int, int]:
+def answer_docs(draw: Any) -> tuple[dict[str, Any], int, int]:
     dim = draw(st.integers(1, 6))
     count = draw(st.integers(1, 4))
     first = draw(st.integers(0, 3))
@@ -78,6 +78,12 @@ def answers(draw: Any) -> tuple[bytes, int, int]:
             "total_tokens": 1,
         }
     doc["data"] = items
+    return doc, first, count
+
+
+@st.composite
+def answers(draw: Any) -> tuple[bytes, int, int]:
+    doc, first, count = draw(answer_docs())
     text = json.dumps(doc, allow_nan=False, ensure_ascii=draw(st.booleans()))
     return text.encode(), first, count
 
@@ -86,8 +92,8 @@ def outcome(impl: Any, body: bytes, first: int, count: int, cut: int) -> Any:
     v = impl.Vectors(first + count)
     try:
         v.add([body[:cut], body[cut:]], first, count)
-    except ProtocolError as err:
-        return ("error", str(err))
+    except Exception as err:  # the class is part of the outcome: only ProtocolError may come
+        return (type(err), str(err))
     if first:
         fill = json.dumps(
             {"data": [{"embedding": [0.0] * v.dim, "index": i} for i in range(first)]}
@@ -102,6 +108,87 @@ def test_twins_agree(c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], da
     body, first, count = case
     cut = data.draw(st.integers(0, len(body)))
     assert outcome(c_impl, body, first, count, cut) == outcome(py_impl, body, first, count, cut)
+
+
+# --- whole answers, mutated where the twins once read apart (issue 24) -------------------------
+# A valid answer with one JSON token put somewhere in it (a member of its own, the model, the
+# usage, the data, an item's index or vector, a value of a vector, a key), the token drawn from
+# where the twins' readers differ: integers at the 64-bit edges, floats out of range, surrogate
+# escapes, nesting about MAX_DEPTH deep, wrong types. Then, sometimes, the whole text changed: a
+# byte order mark before it, cut short, one byte replaced. Both twins give the same Embeddings,
+# or the same ProtocolError with the same message.
+
+EDGE_INTS = [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, 0, -1]
+RAW_FLOATS = ["1e400", "-1e400", "1E400", "1e+309", "1e39", "3.4e38", "1e-400", "4.9e-324", "-0.0"]
+RAW_STRINGS = [r'"\ud800"', r'"\uDFFF"', r'"a\udc00"', r'"\ud83d\ude00"', r'"\ude00\ud83d"', '"AAAAAA=="']
+RAW_OTHER = ["true", "null", "{}", "[]", '{"a":[1]}', "[1,[2]]", "NaN", "-Infinity"]
+SENTINEL = "\x00raw"
+
+
+def nested(depth: int, inner: str = "") -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+raw_tokens = st.one_of(
+    st.sampled_from(EDGE_INTS).map(str),
+    st.sampled_from(RAW_FLOATS),
+    st.sampled_from(RAW_STRINGS),
+    st.sampled_from(RAW_OTHER),
+    st.builds(
+        nested,
+        st.one_of(st.integers(MAX_DEPTH - 6, MAX_DEPTH + 1), st.just(1000)),
+        st.sampled_from(["", "1", "{}", '{"a":[]}']),
+    ),
+)
+
+
+def place(draw: Any, doc: dict[str, Any]) -> None:
+    """Put SENTINEL at one place of `doc` (the raw token replaces it once dumped)."""
+    items = [x for x in doc["data"] if isinstance(x, dict)]
+    where = draw(st.sampled_from(["member", "model", "tokens", "usage", "data", "item", "key"]))
+    if where == "item" and items:
+        item = draw(st.sampled_from(items))
+        vec = item.get("embedding")
+        spot = draw(st.sampled_from(["index", "embedding", "value"]))
+        if spot == "value" and isinstance(vec, list) and vec:
+            vec[draw(st.integers(0, len(vec) - 1))] = SENTINEL
+        else:
+            item["index" if spot == "index" else "embedding"] = SENTINEL
+    elif where == "tokens":
+        doc["usage"] = {"prompt_tokens": SENTINEL, "total_tokens": 1}
+    elif where == "key":
+        doc[SENTINEL] = 1  # a key: a raw token that is no string makes the answer not JSON
+    else:
+        doc[where if where in ("model", "usage", "data") else "x"] = SENTINEL
+
+
+@st.composite
+def mutated_answers(draw: Any) -> tuple[bytes, int, int]:
+    doc, first, count = draw(answer_docs())
+    place(draw, doc)
+    text = json.dumps(doc, allow_nan=False, ensure_ascii=draw(st.booleans()))
+    body = text.replace(json.dumps(SENTINEL), draw(raw_tokens), 1).encode()
+    change = draw(st.sampled_from(["none", "none", "bom", "cut", "byte"]))
+    if change == "bom":
+        body = b"\xef\xbb\xbf" + body
+    elif change == "cut":
+        body = body[: draw(st.integers(0, len(body) - 1))]
+    elif change == "byte":
+        at = draw(st.integers(0, len(body) - 1))
+        body = body[:at] + bytes([draw(st.integers(0, 255))]) + body[at + 1 :]
+    return body, first, count
+
+
+@settings(max_examples=400)
+@given(mutated_answers(), st.data())
+def test_twins_agree_on_mutated_answers(
+    c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], data: Any
+) -> None:
+    body, first, count = case
+    cut = data.draw(st.integers(0, len(body)))
+    pure = outcome(py_impl, body, first, count, cut)
+    assert outcome(c_impl, body, first, count, cut) == pure
+    assert not isinstance(pure[0], type) or pure[0] is ProtocolError
 
 
 # --- the cases the twins once read apart (issue 24), each by its rule ---------------------------
@@ -183,7 +270,7 @@ def test_prompt_tokens_add_up_to_at_most_a_count(impl: Any) -> None:
     assert v.finish().usage == Usage(2**63 - 1, 0)
 
 
-def nested(depth: int, inner: bytes = b"") -> bytes:
+def nested_answer(depth: int, inner: bytes = b"") -> bytes:
     """An answer whose member `x` nests `depth` levels in all (its own object is level 1)."""
     return b'{"x":' + b"[" * (depth - 1) + inner + b"]" * (depth - 1) + b"," + ONE_ROW + b"}"
 
@@ -195,9 +282,9 @@ def test_nesting_up_to_max_depth_is_read_deeper_refused(
     # STRICT-JSON: nesting deeper than MAX_DEPTH (the answer's own object is depth 1, an empty
     # [] or {} a level) is refused by both twins
     depth = MAX_DEPTH - (1 if inner.startswith(b"{") else 0)
-    assert agreed(c_impl, py_impl, nested(depth, inner))[0] == (1, 2)
-    assert refused(agreed(c_impl, py_impl, nested(depth + 1, inner)))
-    assert refused(agreed(c_impl, py_impl, nested(1000, inner)))
+    assert agreed(c_impl, py_impl, nested_answer(depth, inner))[0] == (1, 2)
+    assert refused(agreed(c_impl, py_impl, nested_answer(depth + 1, inner)))
+    assert refused(agreed(c_impl, py_impl, nested_answer(1000, inner)))
 
 
 def test_deep_nesting_refused_whatever_the_callers_stack(c_impl: Any, py_impl: Any) -> None:
@@ -205,7 +292,7 @@ def test_deep_nesting_refused_whatever_the_callers_stack(c_impl: Any, py_impl: A
     def at_depth(frames: int, impl: Any) -> Any:
         if frames:
             return at_depth(frames - 1, impl)
-        return verdict(impl, nested(1000))
+        return verdict(impl, nested_answer(1000))
 
     room = sys.getrecursionlimit() - len(inspect.stack()) - 40
     for impl in (py_impl, c_impl):
