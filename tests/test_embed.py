@@ -284,7 +284,7 @@ def test_to_numpy_shares_memory(impl: Any) -> None:
     assert arr.tolist() == e.tolist()
 
 
-# --- values that cannot change (issue 24) -------------------------------------------------------
+# --- values that cannot change (docs/client.md, EMBEDDINGS) -----------------------------------
 
 
 def reachable_buffers(e: Embeddings) -> list[Any]:
@@ -328,7 +328,7 @@ def test_numpy_cannot_make_the_rows_writable(impl: Any) -> None:
                 arr.flags.writeable = True
 
 
-# --- sizes at the edge (issue 24): the internal decoder checks every size product ------------
+# --- sizes at the edge: the internal decoder checks every size product (EMBEDDINGS) ---------
 # A count outside 0 to sys.maxsize is a ValueError; rows of more bytes than sys.maxsize (what one
 # buffer can hold) an OverflowError; rows that fit but cannot be had a MemoryError: in both twins,
 # with the same message (docs/client.md, rule EMBEDDINGS).

@@ -12,7 +12,6 @@ import sys
 from typing import Any
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,7 +109,7 @@ def test_twins_agree(c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], da
     assert outcome(c_impl, body, first, count, cut) == outcome(py_impl, body, first, count, cut)
 
 
-# --- whole answers, mutated where the twins once read apart (issue 24) -------------------------
+# --- whole answers, mutated where the twins once read apart (docs/client.md, EMBEDDINGS) ------
 # A valid answer with one JSON token put somewhere in it (a member of its own, the model, the
 # usage, the data, an item's index or vector, a value of a vector, a key), the token drawn from
 # where the twins' readers differ: integers at the 64-bit edges, floats out of range, surrogate
@@ -120,7 +119,14 @@ def test_twins_agree(c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], da
 
 EDGE_INTS = [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, 0, -1]
 RAW_FLOATS = ["1e400", "-1e400", "1E400", "1e+309", "1e39", "3.4e38", "1e-400", "4.9e-324", "-0.0"]
-RAW_STRINGS = [r'"\ud800"', r'"\uDFFF"', r'"a\udc00"', r'"\ud83d\ude00"', r'"\ude00\ud83d"', '"AAAAAA=="']
+RAW_STRINGS = [
+    r'"\ud800"',
+    r'"\uDFFF"',
+    r'"a\udc00"',
+    r'"\ud83d\ude00"',
+    r'"\ude00\ud83d"',
+    '"AAAAAA=="',
+]
 RAW_OTHER = ["true", "null", "{}", "[]", '{"a":[1]}', "[1,[2]]", "NaN", "-Infinity"]
 SENTINEL = "\x00raw"
 
@@ -191,7 +197,7 @@ def test_twins_agree_on_mutated_answers(
     assert not isinstance(pure[0], type) or pure[0] is ProtocolError
 
 
-# --- the cases the twins once read apart (issue 24), each by its rule ---------------------------
+# --- the cases the twins once read apart, each by its rule (docs/client.md, EMBEDDINGS) -------
 
 ONE_ROW = b'"data":[{"embedding":[1.0,2.0],"index":0}]'
 

@@ -75,7 +75,7 @@ def test_numbers_answer_keeps_no_float(impl: Any) -> None:
         assert peak <= 2 * len(body) + floats + (1 << 20)
 
 
-# --- resident memory, in a fresh process (issue 24: memory goes when the value goes) -----------
+# --- resident memory, in a fresh process (docs/client.md, EMBEDDINGS) ------------------------
 
 # One ~57 MB list-of-numbers answer (1,000 rows of 3,072 values), decoded and dropped in a process
 # of its own: the resident set is then within 10 MB of what it was before (the Cython twin once

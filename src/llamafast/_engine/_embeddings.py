@@ -47,7 +47,9 @@ def rows_bytes(n: int, dim: int) -> int:
     """The bytes of `n` rows of `dim` float32: OverflowError past what one buffer holds."""
     size = n * dim * 4
     if size > sys.maxsize:
-        raise OverflowError(f"{n} vectors of {dim} float32 need {size} bytes, more than {sys.maxsize}")
+        raise OverflowError(
+            f"{n} vectors of {dim} float32 need {size} bytes, more than {sys.maxsize}"
+        )
     return size
 
 
@@ -114,9 +116,7 @@ class Embeddings(_RowsExport):
         self._adopt(rows, n, dim, model, usage)
         return self
 
-    def _adopt(
-        self, data: Any, n: int, dim: int, model: str | None, usage: Usage | None
-    ) -> None:
+    def _adopt(self, data: Any, n: int, dim: int, model: str | None, usage: Usage | None) -> None:
         raw = memoryview(data).cast("B")
         if n < 1 or dim < 1:
             raise ValueError(f"Embeddings needs at least one row and one value, not {n}x{dim}")
