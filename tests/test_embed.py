@@ -284,6 +284,105 @@ def test_to_numpy_shares_memory(impl: Any) -> None:
     assert arr.tolist() == e.tolist()
 
 
+# --- values that cannot change (docs/client.md, EMBEDDINGS) -----------------------------------
+
+
+def reachable_buffers(e: Embeddings) -> list[Any]:
+    """Every buffer a user can reach from `e`: its views, their rows, and what they view."""
+    views = [e.view, e[0], e[-1], *e, e._view, e._flat]
+    if BUFFER:
+        views.append(memoryview(e))  # type: ignore[arg-type]
+    return [*views, *(v.obj for v in views)]
+
+
+def made_ways(impl: Any) -> list[Embeddings]:
+    decoded = decode(impl, [(answer(ROWS), 0, 2)], 2)
+    numbers = decode(impl, [(answer(ROWS, b64=False), 0, 2)], 2)
+    source = bytearray(array("f", [1, 2, 3, 4]))
+    made = [Embeddings(x, 2, 2) for x in (array("f", [1, 2, 3, 4]), source, bytes(source))]
+    source[:4] = b"\xff" * 4  # the caller's buffer is theirs: Embeddings copied it
+    assert made[1].tolist() == [[1, 2], [3, 4]]
+    return [decoded, numbers, *made, pickle.loads(pickle.dumps(decoded))]
+
+
+def test_no_reachable_buffer_can_be_written(impl: Any) -> None:
+    import ctypes
+
+    for e in made_ways(impl):
+        before, digest = e.tobytes(), hash(e)
+        for buffer in reachable_buffers(e):
+            view = memoryview(buffer)
+            assert view.readonly, type(buffer)
+            with pytest.raises(TypeError):
+                view.cast("B")[0] = 0xFF
+            with pytest.raises((TypeError, BufferError)):
+                (ctypes.c_char * 1).from_buffer(buffer)
+        assert e.tobytes() == before and hash(e) == digest
+
+
+def test_numpy_cannot_make_the_rows_writable(impl: Any) -> None:
+    numpy = pytest.importorskip("numpy")
+    for e in made_ways(impl):
+        for arr in (e.to_numpy(), numpy.asarray(e.view), numpy.frombuffer(e.view.obj, "f")):
+            with pytest.raises(ValueError):
+                arr.flags.writeable = True
+
+
+# --- sizes at the edge: the internal decoder checks every size product (EMBEDDINGS) ---------
+# A count outside 0 to sys.maxsize is a ValueError; rows of more bytes than sys.maxsize (what one
+# buffer can hold) an OverflowError; rows that fit but cannot be had a MemoryError: in both twins,
+# with the same message (docs/client.md, rule EMBEDDINGS).
+
+MAX = sys.maxsize
+
+
+@pytest.mark.parametrize("n", [-1, -(2**63), MAX + 1, 2**64, 2**64 + 1])
+def test_a_count_past_the_sizes_is_refused(c_impl: Any, py_impl: Any, n: int) -> None:
+    messages = set()
+    for impl in (py_impl, c_impl):
+        with pytest.raises(ValueError) as info:
+            impl.Vectors(n)
+        messages.add(str(info.value))
+    assert len(messages) == 1 and str(n) in messages.pop()
+
+
+@pytest.mark.parametrize(
+    ("n", "dim"),
+    [(2**63 // 4, 1), (MAX, 1), (2**62, 2), (MAX // 3 + 1, 3), (2**61, 4), (MAX // 4 + 1, 1)],
+    ids=["2**63/4", "maxsize", "wraps to 2 bytes", "maxsize/dim", "2**61x4", "one past"],
+)
+def test_rows_past_one_buffer_overflow(c_impl: Any, py_impl: Any, n: int, dim: int) -> None:
+    body = answer([[1.0] * dim])
+    messages = set()
+    for impl in (py_impl, c_impl):
+        vectors = impl.Vectors(n)
+        with pytest.raises(OverflowError) as info:
+            vectors.add([body], 0, 1)
+        messages.add(str(info.value))
+    assert messages == {f"{n} vectors of {dim} float32 need {n * dim * 4} bytes, more than {MAX}"}
+
+
+@pytest.mark.parametrize(("n", "dim"), [(MAX // 4, 1), (MAX // 8, 2), (2**60, 1)])
+def test_rows_that_fit_but_cannot_be_had(impl: Any, n: int, dim: int) -> None:
+    with pytest.raises(MemoryError):
+        impl.Vectors(n).add([answer([[1.0] * dim])], 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("first", "count"),
+    [(-1, 1), (0, 0), (0, 11), (10, 1), (2**62, 2**62), (MAX, MAX), (2**64, 1), (0, 2**64)],
+)
+def test_texts_outside_the_call_are_refused(
+    c_impl: Any, py_impl: Any, first: int, count: int
+) -> None:
+    messages = set()
+    for impl in (py_impl, c_impl):
+        with pytest.raises(ValueError) as info:
+            impl.Vectors(10).add([answer(ROWS)], first, count)
+        messages.add(str(info.value))
+    assert messages == {f"texts {first} to {first + count - 1} are not among 10"}
+
+
 # --- the clients ---------------------------------------------------------------------------------
 
 CLIENTS = [

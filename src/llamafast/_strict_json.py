@@ -94,7 +94,9 @@ def _depth(value: Any) -> int:
         elif not isinstance(node, list):
             continue
         deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in node)
+        # only the containers go on the stack: a tuple per number of a long list of them would
+        # cost time and leave the allocator's heap fragmented (an embeddings answer of numbers)
+        stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
     return deepest
 
 

@@ -11,13 +11,46 @@ imports no twin).
 from __future__ import annotations
 
 import importlib
+import operator
 import sys
 from typing import TYPE_CHECKING, Any
 
 from .._values import Usage, _refuse_delattr, _refuse_setattr
 from ._extensions import NO_EXTENSIONS
 
-__all__ = ["Embeddings"]
+__all__ = ["Embeddings", "rows_bytes", "text_count", "texts_in_call"]
+
+# --- the sizes of one call (docs/client.md, rule EMBEDDINGS) -----------------------------------
+# A count of texts is 0 to sys.maxsize (ValueError past it); the rows take n * dim * 4 bytes, which
+# one buffer holds only up to sys.maxsize (OverflowError past it, as Python's own sequences say);
+# rows that fit but cannot be had are a MemoryError.
+
+
+def text_count(n: object) -> int:
+    """`n` as the count of texts of one call: ValueError outside 0 to sys.maxsize."""
+    count = operator.index(n)  # type: ignore[arg-type]
+    if not 0 <= count <= sys.maxsize:
+        raise ValueError(f"a call's count of texts is 0 to {sys.maxsize}, not {count}")
+    return count
+
+
+def texts_in_call(first: object, count: object, n: int) -> tuple[int, int]:
+    """`first` and `count` as one request's texts, `first` to `first + count - 1`, all among the
+    call's `n`: ValueError when they are not."""
+    start, size = operator.index(first), operator.index(count)  # type: ignore[arg-type]
+    if start < 0 or size < 1 or start + size > n:
+        raise ValueError(f"texts {start} to {start + size - 1} are not among {n}")
+    return start, size
+
+
+def rows_bytes(n: int, dim: int) -> int:
+    """The bytes of `n` rows of `dim` float32: OverflowError past what one buffer holds."""
+    size = n * dim * 4
+    if size > sys.maxsize:
+        raise OverflowError(
+            f"{n} vectors of {dim} float32 need {size} bytes, more than {sys.maxsize}"
+        )
+    return size
 
 
 def _rows_export() -> type:
@@ -66,8 +99,24 @@ class Embeddings(_RowsExport):
         model: str | None = None,
         usage: Usage | None = None,
     ) -> None:
-        """Wrap `data`, a C-contiguous buffer of exactly `n * dim` float32 values (native byte
-        order), without copying it."""
+        """The rows `data`, a C-contiguous buffer of exactly `n * dim` float32 values (native byte
+        order): wrapped as they are when they are `bytes` (nothing can write them), else copied
+        into `bytes` (the caller keeps a buffer it can still write)."""
+        if type(data) is not bytes:
+            data = bytes(memoryview(data).cast("B"))
+        self._adopt(data, n, dim, model, usage)
+
+    @classmethod
+    def _of_rows(
+        cls, rows: Any, n: int, dim: int, model: str | None, usage: Usage | None
+    ) -> Embeddings:
+        """The Embeddings of rows no one else can write (the Cython twin's read-only rows, or
+        `bytes`), wrapped without a copy: the vector twins' way in."""
+        self = cls.__new__(cls)
+        self._adopt(rows, n, dim, model, usage)
+        return self
+
+    def _adopt(self, data: Any, n: int, dim: int, model: str | None, usage: Usage | None) -> None:
         raw = memoryview(data).cast("B")
         if n < 1 or dim < 1:
             raise ValueError(f"Embeddings needs at least one row and one value, not {n}x{dim}")

@@ -7,9 +7,12 @@ The answer's pieces are copied once into a padded buffer and parsed by simdjson'
 vector is decoded (four characters to three bytes through lookup tables) straight into its row
 of the call's one buffer; each number of a list goes from the parsed tape into that row as
 float32. No Python object is made per vector or per value. Same rules and the same errors as
-_vectors_py.py (the fault codes and words are _errors.embedding_error's); a number simdjson
-cannot hold (an integer beyond 64 bits, `1e400` beyond a double) makes the answer not JSON in
-both.
+_vectors_py.py (the fault codes and words are _errors.embedding_error's; the sizes' checks and
+words are _embeddings'); a number simdjson cannot hold (an integer beyond 64 bits, `1e400`
+beyond a double) makes the answer not JSON in both, as do a byte order mark, a lone surrogate
+and nesting past MAX_DEPTH (docs/assembler.md, rule STRICT-JSON). The rows are handed over
+read-only (`_Rows`), and the parser's capacity does not outlive a large answer (LF_RETAIN in
+_vectors_parse.hpp; docs/client.md, rule EMBEDDINGS).
 """
 
 from cpython.buffer cimport (
@@ -26,19 +29,34 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
-from .._errors import E_MISSING, embedding_error
+from .. import _limits
+from .._errors import E_MISSING, E_NOT_JSON, embedding_error
+from .._strict_json import parse as strict_parse
 
 # _embeddings imports this module for _RowsExport (on Python 3.11), so these are bound at first use.
 cdef object Embeddings = None
 cdef object Usage = None
+cdef object text_count = None
+cdef object texts_in_call = None
+cdef object rows_bytes = None
 
 
 cdef _bind_values():
-    global Embeddings, Usage
-    from ._embeddings import Embeddings as embeddings
+    global Embeddings, Usage, text_count, texts_in_call, rows_bytes
+    from . import _embeddings
     from .._values import Usage as usage
-    Embeddings = embeddings
+    Embeddings = _embeddings.Embeddings
+    text_count = _embeddings.text_count
+    texts_in_call = _embeddings.texts_in_call
+    rows_bytes = _embeddings.rows_bytes
     Usage = usage
+
+# The nesting limit (docs/assembler.md, rule STRICT-JSON): the answer's own object is depth 1,
+# an empty [] or {} a level. A parser allocated for depth N refuses N levels that are not empty,
+# so the shared parser (depth MAX_DEPTH) accepts only answers at most MAX_DEPTH deep; one it
+# refuses for depth is judged by _strict_json (the pure twin's reader), and one that passes
+# (exactly MAX_DEPTH deep) is read by a parser of depth MAX_DEPTH + 1, on that cold path only.
+cdef size_t MAX_DEPTH = _limits.MAX_DEPTH
 
 __all__ = ["Vectors"]
 
@@ -48,10 +66,17 @@ __all__ = ["Vectors"]
 cdef extern from "_vectors_parse.hpp":
     ctypedef struct lf_vecs:
         pass
+    enum:
+        LF_NO_MEMORY
+        LF_TOO_BIG
+        LF_TOO_DEEP
     lf_vecs* lf_vecs_new(size_t n)
     void lf_vecs_free(lf_vecs* v)
     char* lf_body(lf_vecs* v, size_t n)
-    int lf_vecs_add(lf_vecs* v, size_t n, size_t first, size_t count)
+    void lf_body_trim(lf_vecs* v)
+    int lf_vecs_add(
+        lf_vecs* v, size_t n, size_t first, size_t count, size_t max_depth, bint fresh
+    )
     size_t lf_dim(lf_vecs* v)
     float* lf_rows(lf_vecs* v)
     float* lf_vecs_take(lf_vecs* v)
@@ -68,7 +93,8 @@ cdef extern from "<cstdlib>":
 
 
 cdef class _Rows:
-    """The float32 rows of one call, owned; exported as bytes (Embeddings shapes them)."""
+    """The float32 rows of one call, owned; exported as read-only bytes (Embeddings shapes them):
+    no consumer can write them (docs/client.md, rule EMBEDDINGS)."""
 
     cdef float* data
     cdef Py_ssize_t size
@@ -156,13 +182,16 @@ cdef class Vectors:
         self._v = NULL
         self.n = 0
 
-    def __init__(self, Py_ssize_t n):
+    def __init__(self, n):
+        if Embeddings is None:
+            _bind_values()
+        cdef Py_ssize_t count = text_count(n)
         if self._v != NULL:
             lf_vecs_free(self._v)
-        self._v = lf_vecs_new(n)
+        self._v = lf_vecs_new(count)
         if self._v == NULL:
             raise MemoryError()
-        self.n = n
+        self.n = count
 
     def __dealloc__(self):
         lf_vecs_free(self._v)
@@ -177,14 +206,20 @@ cdef class Vectors:
     def dim(self):
         return lf_dim(self._vecs())
 
-    def add(self, list parts, Py_ssize_t first, Py_ssize_t count):
+    def add(self, list parts, first, count):
         """Decode the answer (the body's pieces, in order) to the request for the texts
         `first` to `first + count - 1`, into their rows."""
         cdef lf_vecs* v = self._vecs()
+        cdef Py_ssize_t start, size_of
+        start, size_of = texts_in_call(first, count, self.n)
+        try:
+            self._add(v, parts, start, size_of)
+        finally:
+            lf_body_trim(v)
+
+    cdef _add(self, lf_vecs* v, list parts, Py_ssize_t first, Py_ssize_t count):
         cdef Py_ssize_t total = 0, at = 0, size
         cdef const unsigned char[::1] piece
-        if first < 0 or count < 1 or first + count > self.n:
-            raise ValueError(f"texts {first} to {first + count - 1} are not among {self.n}")
         for part in parts:
             total += len(part)
         cdef char* buf = lf_body(v, total)
@@ -200,9 +235,16 @@ cdef class Vectors:
                 if size:
                     memcpy(buf + at, &piece[0], size)
             at += size
-        cdef int code = lf_vecs_add(v, total, first, count)
+        cdef int code = lf_vecs_add(v, total, first, count, MAX_DEPTH, False)
+        if code == LF_TOO_DEEP:
+            if not _strictly_json(buf[:total]):
+                code = E_NOT_JSON
+            else:
+                code = lf_vecs_add(v, total, first, count, MAX_DEPTH + 1, True)
         if code == 0:
             return
+        if code == LF_TOO_BIG:
+            rows_bytes(self.n, lf_vecs_got(v))  # raises its OverflowError
         if code < 0:
             raise MemoryError()
         raise embedding_error(
@@ -225,7 +267,15 @@ cdef class Vectors:
             m = lf_vecs_model(v, &n)
             model = m[:n].decode("utf-8", "replace")
         tokens = lf_vecs_tokens(v)
-        if Embeddings is None:
-            _bind_values()
         usage = None if tokens < 0 else Usage(tokens, 0)
-        return Embeddings(rows, self.n, dim, model=model, usage=usage)
+        return Embeddings._of_rows(rows, self.n, dim, model, usage)
+
+
+cdef bint _strictly_json(bytes raw):
+    """Whether the pure twin's strict reader takes `raw` (cold: an answer the shared parser
+    refused for its depth)."""
+    try:
+        strict_parse(raw.decode("utf-8"), raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return False
+    return True

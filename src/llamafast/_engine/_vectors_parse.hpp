@@ -1,7 +1,10 @@
 // The embeddings decoder's C++ side (Cython twin, _vectors_c.pyx includes this file): an
 // answer's bytes in a padded buffer, parsed by simdjson's DOM parser, its vectors written as
 // float32 into the call's rows (base64 through lookup tables, numbers from the tape), with the
-// fault codes of _errors.py.
+// fault codes of _errors.py. Read as strictly as the pure twin reads (docs/assembler.md, rule
+// STRICT-JSON): a byte order mark is refused (simdjson would skip it), nesting is bounded by the
+// parser's depth (see lf_vecs_add). Every size product is checked (lf_fix_dim), and the parser's
+// capacity does not outlive a large answer (LF_RETAIN).
 #ifndef LLAMAFAST_VECTORS_PARSE_HPP
 #define LLAMAFAST_VECTORS_PARSE_HPP
 
@@ -15,10 +18,17 @@
 
 using namespace simdjson;
 
-// The fault codes of _errors.py (E_*).
+// The fault codes of _errors.py (E_*), then what is not the answer's fault: memory not had, rows
+// of more bytes than one buffer holds (v->got is the dimension), nesting for the pyx to judge.
 enum { LF_NOT_JSON = 1, LF_NOT_LIST, LF_MISSING, LF_EXTRA, LF_NO_EMBEDDING, LF_NOT_NUMBER,
        LF_BASE64, LF_PARTIAL, LF_EMPTY, LF_LENGTH, LF_NOT_FINITE, LF_BAD_INDEX,
        LF_REPEATED };
+enum { LF_NO_MEMORY = -1, LF_TOO_BIG = -2, LF_TOO_DEEP = -3 };
+
+// A parser whose capacity (the longest answer it has read) passes this many bytes is freed
+// after its answer: what stays allocated is bounded (docs/client.md, rule EMBEDDINGS) and every
+// answer up to it (64 vectors of 4,096 numbers are 5.5 MB) reuses the parser.
+static const size_t LF_RETAIN = (size_t)8 << 20;
 
 // Base64 (RFC 4648, the standard alphabet) four characters at a time: each table gives a
 // character's six bits already in their place in the three little-endian output bytes, or
@@ -133,12 +143,15 @@ struct lf_vecs {
     int64_t item = 0, got = 0, want = 0;
 };
 
-// One simdjson DOM parser for the process (a parse runs with the GIL held). The DOM
-// front-end is the one simdjson dispatches at run time to the CPU's SIMD kernels (On-Demand
-// would run the portable fallback in a build without -march); its tape then holds each
-// number already parsed, and walking it costs little.
-static dom::parser* lf_parser() {
-    static dom::parser* p = new dom::parser();
+// One simdjson DOM parser for the process (a parse runs with the GIL held), kept while its
+// capacity is at most LF_RETAIN. The DOM front-end is the one simdjson dispatches at run time
+// to the CPU's SIMD kernels (On-Demand would run the portable fallback in a build without
+// -march); its tape then holds each number already parsed, and walking it costs little.
+static dom::parser* lf_shared_parser = nullptr;
+
+static dom::parser* lf_new_parser(size_t max_depth) {
+    dom::parser* p = new (std::nothrow) dom::parser();
+    if (p && p->allocate(4096, max_depth) != SUCCESS) { delete p; p = nullptr; }
     return p;
 }
 
@@ -168,17 +181,23 @@ static char* lf_body(lf_vecs* v, size_t len) {
 static float* lf_rows(lf_vecs* v) { return v->rows; }
 static size_t lf_dim(lf_vecs* v) { return v->dim; }
 
-// Fix the dimension at `dim` (the first vector's length): the whole call's buffer.
+// Fix the dimension at `dim` (the first vector's length): the whole call's buffer, of
+// n * dim * 4 bytes, which must not pass PTRDIFF_MAX (Py_ssize_t's, what one buffer holds):
+// LF_TOO_BIG (v->got says dim) past it, checked before the product is made.
 static int lf_fix_dim(lf_vecs* v, size_t dim) {
+    if (v->n == 0 || dim > ((size_t)PTRDIFF_MAX / sizeof(float)) / v->n) {
+        v->got = (int64_t)dim;
+        return LF_TOO_BIG;
+    }
     v->rows = (float*)std::malloc(v->n * dim * sizeof(float) + 1);
-    if (!v->rows) return -1;
+    if (!v->rows) return LF_NO_MEMORY;
     v->dim = dim;
     return 0;
 }
 
 // A base64 vector into row `row`: 0 or a fault code, in binascii's order (not base64,
 // then the length).
-static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t row, bool* oom) {
+static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t row, int* oom) {
     int64_t bytes = lf_b64_len(s, n);
     if (bytes < 0) return LF_BASE64;
     size_t got = (size_t)bytes / 4;
@@ -190,7 +209,7 @@ static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t ro
         v->got = (int64_t)got; v->want = (int64_t)v->dim; return LF_LENGTH;
     }
     if (got == 0) return LF_EMPTY;
-    if (!v->rows && lf_fix_dim(v, got)) { *oom = true; return -1; }
+    if (!v->rows && (*oom = lf_fix_dim(v, got))) return -1;
     float* out = v->rows + row * v->dim;
     if (!lf_b64_decode(s, n, (unsigned char*)out)) return LF_BASE64;
     int64_t at = lf_first_not_finite(out, got);
@@ -201,16 +220,14 @@ static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t ro
 
 // A list of numbers into row `row`: 0 or a fault code. The tape holds each number parsed
 // (a double, or an integer converted here); each goes straight into the row as float32.
-static int lf_json_vector(lf_vecs* v, dom::array arr, size_t row, bool* oom) {
+static int lf_json_vector(lf_vecs* v, dom::array arr, size_t row, int* oom) {
     size_t k = arr.size();
     if (k == 0xFFFFFF) {  // the tape's count saturates: count them
         k = 0;
         for (dom::element x : arr) { (void)x; k++; }
     }
     if (k == 0) return LF_EMPTY;
-    if (!v->rows) {
-        if (lf_fix_dim(v, k)) { *oom = true; return -1; }
-    }
+    if (!v->rows && (*oom = lf_fix_dim(v, k))) return -1;
     float* out = v->rows + row * v->dim;
     size_t i = 0;
     for (dom::element x : arr) {
@@ -228,7 +245,7 @@ static int lf_json_vector(lf_vecs* v, dom::array arr, size_t row, bool* oom) {
 // One item (its last `embedding` and `index`, as json keeps the last of a repeated key):
 // the vector's fault first, then the index's, as the pure twin checks them.
 static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t count,
-                   bool* oom) {
+                   int* oom) {
     dom::element vec, idx;
     bool has_vec = false, has_idx = false;
     for (dom::key_value_pair kv : obj) {
@@ -265,13 +282,15 @@ static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t
     return 0;
 }
 
-// Read the answer (in v->body, `len` bytes) for texts first..first+count-1: 0, a fault
-// code (v->item, got, want say more), or -1 when memory ran out.
-static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count) {
-    bool oom = false;
+// Read the answer (parsed by `parser`) for texts first..first+count-1: 0, a fault code
+// (v->item, got, want say more), or one of LF_NO_MEMORY, LF_TOO_BIG, LF_TOO_DEEP.
+static int lf_vecs_read(lf_vecs* v, dom::parser* parser, size_t len, size_t first,
+                        size_t count) {
+    int oom = 0;
     dom::element doc;
-    error_code err = lf_parser()->parse(v->body, len, false).get(doc);
-    if (err == MEMALLOC) return -1;
+    error_code err = parser->parse(v->body, len, false).get(doc);
+    if (err == MEMALLOC) return LF_NO_MEMORY;
+    if (err == DEPTH_ERROR) return LF_TOO_DEEP;
     if (err) return LF_NOT_JSON;
     dom::object top;
     if (doc.get_object().get(top)) return LF_NOT_LIST;
@@ -295,7 +314,7 @@ static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count) {
         dom::object obj;
         if (item.get_object().get(obj)) return LF_NOT_LIST;
         int e = lf_item(v, obj, first, pos, count, &oom);
-        if (oom) return -1;
+        if (oom) return oom;
         if (e) return e;
         pos++;
     }
@@ -328,12 +347,49 @@ static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count) {
             bool has_tok = false;
             for (dom::key_value_pair kv : u)
                 if (kv.key == "prompt_tokens") { tok = kv.value; has_tok = true; }
+            // a count is 0 to 2**63 - 1 (an UINT64 is past it); the total stops at that
             int64_t i;
-            if (has_tok && tok.type() == dom::element_type::INT64 && !tok.get_int64().get(i) && i >= 0)
-                v->prompt_tokens = (v->prompt_tokens < 0 ? 0 : v->prompt_tokens) + i;
+            if (has_tok && tok.type() == dom::element_type::INT64 && !tok.get_int64().get(i) && i >= 0) {
+                int64_t total = v->prompt_tokens < 0 ? 0 : v->prompt_tokens;
+                v->prompt_tokens = i > INT64_MAX - total ? INT64_MAX : total + i;
+            }
         }
     }
     return 0;
+}
+
+// Read the answer in v->body (`len` bytes), as lf_vecs_read says. The parser is the shared one,
+// allocated for `max_depth` (a parser for depth N refuses N levels that are not empty, so the
+// pyx judges what it refuses for depth: see _vectors_c.pyx), or, when `fresh`, a parser of its
+// own for `max_depth`, freed after. The shared one is freed too once its capacity passes
+// LF_RETAIN. A C++ allocation that fails is LF_NO_MEMORY, never an exception.
+static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count, size_t max_depth,
+                       bool fresh) {
+    static const char bom[] = "\xef\xbb\xbf";
+    if (len >= 3 && std::memcmp(v->body, bom, 3) == 0) return LF_NOT_JSON;  // RFC 8259, 8.1
+    dom::parser* parser = fresh ? lf_new_parser(max_depth) : lf_shared_parser;
+    if (!parser) parser = lf_shared_parser = lf_new_parser(max_depth);
+    if (!parser) return LF_NO_MEMORY;
+    int code;
+    try {
+        code = lf_vecs_read(v, parser, len, first, count);
+    } catch (...) {  // std::bad_alloc from a vector or string
+        code = LF_NO_MEMORY;
+    }
+    if (fresh || parser->capacity() > LF_RETAIN) {
+        if (!fresh) lf_shared_parser = nullptr;
+        delete parser;
+    }
+    return code;
+}
+
+// After an answer: its copy goes when it was large (the pyx has made its error message).
+static void lf_body_trim(lf_vecs* v) {
+    if (v->body_cap > LF_RETAIN) {
+        std::free(v->body);
+        v->body = nullptr;
+        v->body_cap = 0;
+    }
 }
 static int lf_vecs_has_model(lf_vecs* v) { return v->has_model; }
 static const char* lf_vecs_model(lf_vecs* v, size_t* n) { *n = v->model.size(); return v->model.data(); }

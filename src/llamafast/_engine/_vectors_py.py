@@ -1,14 +1,16 @@
 # Strategy: the whole answer is read with json (its base64 strings are one str each, never a float
-# per value), each base64 vector is decoded by binascii straight into its row of one array('f')
+# per value), each base64 vector is decoded by binascii straight into its row of one bytearray
 # for the whole call, and its finiteness is checked on the bytes (the exponent bits), not value by
 # value. A list of numbers (a server or endpoint without base64) does go through a float per value:
-# json makes them, array('f') packs them. The Cython twin (_vectors_c.pyx) has the same rules.
+# json makes them, array('f') packs them. The answer is read by _strict_json.parse, as strictly as
+# simdjson reads it (docs/assembler.md, rule STRICT-JSON: no byte order mark, no lone surrogate,
+# numbers in range, at most MAX_DEPTH deep). `finish` hands the rows over as `bytes`, which no one
+# can write. The Cython twin (_vectors_c.pyx) has the same rules.
 """The vectors of `/v1/embeddings` answers into one float32 buffer, pure twin."""
 
 from __future__ import annotations
 
 import binascii
-import json
 import sys
 from array import array
 
@@ -28,9 +30,10 @@ from .._errors import (
     E_REPEATED,
     embedding_error,
 )
-from .._strict_json import _finite_float, _int_in_range, reject_constant
+from .._limits import COUNT_MAX
+from .._strict_json import parse as strict_parse
 from .._values import Usage
-from ._embeddings import Embeddings
+from ._embeddings import Embeddings, rows_bytes, text_count, texts_in_call
 
 __all__ = ["Vectors"]
 
@@ -52,24 +55,15 @@ def first_not_finite(raw: bytes | bytearray | memoryview) -> int:
     return both.to_bytes(len(high), "big").find(1)
 
 
-# A number simdjson cannot hold (an integer beyond 64 bits, a float beyond a double such as
-# 1e400) makes the answer not JSON, as it does for the Cython twin: the standard library would
-# read both, so these hooks refuse them (the assembler's strict JSON does the same).
-_DECODER = json.JSONDecoder(
-    parse_constant=reject_constant, parse_float=_finite_float, parse_int=_int_in_range
-)
-
-
 class Vectors:
     """The rows of one `embed` call of `n` texts, filled by `add` from each request's answer
     (in any order), then `finish()`: the Embeddings. The first vector fixes the dimension;
     every fault of an answer is a ProtocolError naming the text (_errors.embedding_error)."""
 
     def __init__(self, n: int) -> None:
-        self.n = n
+        self.n = text_count(n)
         self._dim = 0
-        self._rows: array[float] | None = None
-        self._bytes: memoryview | None = None
+        self._rows: bytearray | None = None
         self.model: str | None = None
         self.prompt_tokens = -1
 
@@ -81,10 +75,11 @@ class Vectors:
     def add(self, parts: list[bytes], first: int, count: int) -> None:
         """Decode the answer (the body's pieces, in order) to the request for the texts
         `first` to `first + count - 1`, into their rows."""
+        first, count = texts_in_call(first, count, self.n)
         body = b"".join(parts)
         try:
-            doc = _DECODER.decode(body.decode("utf-8"))
-        except (ValueError, RecursionError):
+            doc = strict_parse(body.decode("utf-8"), body)
+        except (ValueError, RecursionError):  # RecursionError: a json older than _strict_json's
             raise embedding_error(E_NOT_JSON, first, 0, count, body) from None
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
@@ -112,8 +107,9 @@ class Vectors:
             self.model = model
         usage = doc.get("usage")
         tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-        if type(tokens) is int and tokens >= 0:
-            self.prompt_tokens = max(self.prompt_tokens, 0) + tokens
+        # a count is 0 to COUNT_MAX; the call's total stops there (docs/client.md, EMBEDDINGS)
+        if type(tokens) is int and 0 <= tokens <= COUNT_MAX:
+            self.prompt_tokens = min(max(self.prompt_tokens, 0) + tokens, COUNT_MAX)
 
     def _row(self, vec: object, row: int, text: int, body: bytes) -> None:
         """Decode one vector into row `row`."""
@@ -143,26 +139,26 @@ class Vectors:
             raise embedding_error(E_NO_EMBEDDING, text, 0, 0, body)
         if not got:
             raise embedding_error(E_EMPTY, text, 0, 0, body)
-        if self._bytes is None:
+        if self._rows is None:
+            self._rows = bytearray(rows_bytes(self.n, got))
             self._dim = got
-            self._rows = array("f", [0.0]) * (got * self.n)  # exactly that size
-            self._bytes = memoryview(self._rows).cast("B")
         elif got != self._dim:
             raise embedding_error(E_LENGTH, text, got, self._dim, body)
         at = first_not_finite(raw)
         if at >= 0:
             raise embedding_error(E_NOT_FINITE, text, at, 0, body)
         size = 4 * self._dim
-        self._bytes[row * size : (row + 1) * size] = raw
+        assert self._rows is not None
+        self._rows[row * size : (row + 1) * size] = raw
 
     def _reorder(self, first: int, order: list[int]) -> None:
         """The rows of one answer came as `order` (each row's index): put each at its index."""
-        assert self._bytes is not None
+        assert self._rows is not None
         size = 4 * self._dim
         start = first * size
-        block = bytes(self._bytes[start : start + len(order) * size])
+        block = bytes(self._rows[start : start + len(order) * size])
         for pos, index in enumerate(order):
-            self._bytes[start + index * size : start + (index + 1) * size] = block[
+            self._rows[start + index * size : start + (index + 1) * size] = block[
                 pos * size : (pos + 1) * size
             ]
 
@@ -170,8 +166,13 @@ class Vectors:
         """The Embeddings, once every request's answer has been added."""
         if self._rows is None:
             raise embedding_error(E_MISSING, 0, 0, self.n, b"")
-        if _BIG:
-            self._rows.byteswap()
+        rows, self._rows = self._rows, None
+        if _BIG:  # the rows were written little-endian
+            native = array("f", rows)
+            native.byteswap()
+            data = native.tobytes()
+        else:
+            data = bytes(rows)  # one copy, that no one can write (docs/client.md, EMBEDDINGS)
+        del rows
         usage = None if self.prompt_tokens < 0 else Usage(self.prompt_tokens, 0)
-        rows, self._rows, self._bytes = self._rows, None, None
-        return Embeddings(rows, self.n, self._dim, model=self.model, usage=usage)
+        return Embeddings._of_rows(data, self.n, self._dim, self.model, usage)
