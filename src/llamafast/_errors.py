@@ -188,7 +188,7 @@ def _not_tls(err: ConnectError) -> str:
     until the handshake's deadline, or closes the connection; try http://."""
     error = err.error
     if isinstance(error, ssl.SSLError) and error.reason in _NOT_TLS_REASONS:
-        why = "the port answered with bytes that are not TLS: it does not speak TLS"
+        why = "the port does not speak TLS (it answered with bytes that are not TLS)"
     elif isinstance(error, HandshakeTimeout):
         why = "the port does not seem to speak TLS (or the server is very slow)"
     elif isinstance(error, HandshakeClosed):
