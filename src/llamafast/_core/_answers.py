@@ -24,8 +24,8 @@ from .._errors import (
     StreamClosedEarlyError,
     TruncatedError,
     cut,
-    shown_body,
     server_message,
+    shown_body,
 )
 from .._strict_json import reject_constant
 from .._values import ModelInfo, Ranked, ServerProps
