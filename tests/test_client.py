@@ -232,7 +232,11 @@ def test_waiting_in_the_queue_past_wait_timeout(drive: Driver, server: ReplaySer
     first, second = drive.run_many(limits, [req(0, "first"), req(0, "2")], released_by(hold, 1))
     assert first.ok()
     err = second.raised(WaitTimeoutError)
-    assert "2 s" in str(err) and second.events == [Queued(1)]
+    assert str(err) == (
+        "gave up waiting for the slot and the answer's first byte after 2 s; to wait longer, "
+        "raise wait_timeout (Limits.wait_timeout, or wait_timeout in [limits])"
+    )
+    assert second.events == [Queued(1)]
     assert second.elapsed < HANG_GUARD  # entered before it was timed: no lower bound
     assert [log.body["messages"][0]["content"] for log in server.chat_logs()] == ["first"]
 
@@ -264,7 +268,10 @@ def test_loading_longer_than_load_timeout(drive: Driver, server: ReplayServer) -
     server.load_for(30)
     out = drive.run(cfg(server, load_timeout=0.3), req())
     err = out.raised(LoadTimeoutError)
-    assert "0.3" in str(err)
+    assert str(err) == (
+        "gave up waiting for the server to load its model after 0.3 s; to wait longer, raise "
+        "load_timeout (Limits.load_timeout, or load_timeout in [limits])"
+    )
     assert out.events == [Waiting(slot_busy=False)]
     assert 0.3 <= out.elapsed < HANG_GUARD  # the model loads for 30 s
     assert "/v1/chat/completions" not in server.paths()
@@ -346,7 +353,8 @@ def test_busy_slot_without_waiting_is_busy_error(drive: Driver, server: ReplaySe
 def test_busy_slot_longer_than_wait_timeout(drive: Driver, server: ReplayServer) -> None:
     with server.hold_busy(0):
         out = drive.run(cfg(server, wait_timeout=0.3), req(0))
-    out.raised(WaitTimeoutError)
+    err = out.raised(WaitTimeoutError)
+    assert "after 0.3 s; to wait longer, raise wait_timeout (Limits.wait_timeout" in str(err)
     assert out.events == [Waiting(slot_busy=True)]
     assert 0.3 <= out.elapsed < HANG_GUARD  # the slot stays busy until the client gave up
     assert server.paths() == ["/slots", CHAT]
@@ -534,7 +542,9 @@ def test_other_non_200_is_http_error_with_the_servers_message(
     body = split(load(name))[1].decode()
     assert (err.status, err.body) == (status, body)
     message = json.loads(body)["error"]["message"]
-    assert message in str(err) and says in str(err)
+    assert says in message
+    # HTTP-ERRORS: the status, the request it answered, the server's message
+    assert str(err) == f"the server answered {status} to POST {CHAT}: {message}"
     assert out.events == [] and len(server.chat_logs()) == 1  # not retried
 
 
@@ -543,6 +553,7 @@ def test_error_payload_mid_stream_is_http_error(drive: Driver, server: ReplaySer
     out = drive.run(cfg(server), req())
     err = out.raised(HttpError)
     assert err.status == 500 and "does not match the expected peg-native format" in str(err)
+    assert str(err).startswith(f"the server answered 500 to POST {CHAT}: ")
     assert out.events == expected("midstream_error")[0]
 
 
@@ -550,6 +561,63 @@ def test_200_that_is_not_an_event_stream(drive: Driver, server: ReplayServer) ->
     server.script = [Reply(raw=raw_response(200, "OK", b'{"choices":[]}'))]
     err = drive.run(cfg(server), req()).raised(ProtocolError)
     assert "application/json" in str(err)
+
+
+def test_a_url_holding_the_api_path_says_url_is_the_servers_root(
+    drive: Driver, server: ReplayServer
+) -> None:
+    # The chat path already in `url`: every request repeats it, and the server's 404 says so.
+    out = drive.run(cfg(server.url + CHAT), req())
+    err = out.raised(HttpError)
+    assert err.status == 404 and err.body == split(load("get_unknown_path"))[1].decode()
+    root = server.url
+    assert str(err) == (
+        f"the server answered 404 to POST {CHAT}{CHAT}: File Not Found; the URL's path repeats "
+        f"an API path: url should be the server's root, such as {root} (it is {root}{CHAT})"
+    )
+    assert server.paths("POST") == [CHAT + CHAT]  # not retried
+
+
+# What a web server that is not llama-server answers a POST (python -m http.server's page).
+NOT_LLAMA = (
+    b'<!DOCTYPE HTML>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    b"<title>Error response</title>\n</head>\n<body>\n<h1>Error response</h1>\n"
+    b"<p>Error code: 501</p>\n<p>Message: Unsupported method ('POST').</p>\n</body>\n</html>\n"
+)
+
+
+def test_an_html_answer_is_not_dumped_and_says_url_should_be_a_llama_server(
+    drive: Driver, server: ReplayServer
+) -> None:
+    server.script = [Reply(raw=raw_response(501, "Unsupported method", NOT_LLAMA, "text/html"))]
+    err = drive.run(cfg(server), req()).raised(HttpError)
+    assert (err.status, err.body) == (501, NOT_LLAMA.decode())  # kept whole for a program
+    assert str(err) == (
+        f"the server answered 501 to POST {CHAT}: an HTML page ('Error response'); no "
+        "llama-server answers an HTML page: url should be a llama-server's root, such as "
+        f"http://127.0.0.1:8080 (it is {server.url})"
+    )
+
+
+TIMEOUTS = ["wait_timeout", "load_timeout", "stall_timeout", "connect_timeout", "slot_check_delay"]
+
+
+@pytest.mark.parametrize("name", TIMEOUTS)
+def test_a_timeout_of_one_day_is_honoured(drive: Driver, server: ReplayServer, name: str) -> None:
+    # TIMEOUT-BOUND: the bound itself works in both clients (no overflow on the way to the OS).
+    out = drive.run(cfg(server, **{name: 86_400.0}), req())
+    assert out.ok() == expected("content_only")[1]
+
+
+@pytest.mark.parametrize("name", TIMEOUTS)
+@pytest.mark.parametrize("value", [86_400.5, 1e12, 1e300])
+def test_a_timeout_past_one_day_is_refused_before_anything_is_sent(
+    drive: Driver, server: ReplayServer, name: str, value: float
+) -> None:
+    # The sync client once raised a raw OverflowError for connect_timeout=1e12.
+    with pytest.raises(ValueError, match=f"limits\\.{name} must be .* at most 86400 seconds"):
+        drive.run(cfg(server, **{name: value}), req())
+    assert server.requests == []
 
 
 # --- stalls and cuts (docs/client.md, rules STALL and STREAM-ERRORS) --------------------------
@@ -561,7 +629,11 @@ def test_no_byte_for_stall_timeout_is_stalled(drive: Driver, server: ReplayServe
     server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=60.0)]
     out = drive.run(cfg(server, stall_timeout=0.25), req())
     err = out.raised(StalledError)
-    assert isinstance(err.__cause__, SseTimeoutError) and "0.25" in str(err)
+    assert isinstance(err.__cause__, SseTimeoutError)
+    assert str(err) == (
+        "the stream stalled: no byte arrived for 0.25 s; to wait longer, raise stall_timeout "
+        "(Limits.stall_timeout, or stall_timeout in [limits])"
+    )
     assert out.events == expected("content_only")[0][:3]
     assert 0.25 <= out.elapsed < HANG_GUARD
 

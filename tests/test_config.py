@@ -222,3 +222,51 @@ def test_a_bad_api_key_in_the_constructor_is_not_shown_either() -> None:
     with pytest.raises(ValueError) as err2:
         InferConfig(api_key=[SECRET])  # type: ignore[arg-type]
     assert SECRET not in str(err2.value)
+
+
+# --- TIMEOUT-BOUND: no timeout past one day (docs/client.md) -----------------------------------
+
+# Every Limits field that is a time, in seconds or in ms: each is bounded by one day or less.
+SECONDS = [f.name for f in dataclasses.fields(Limits) if f.type == "float"]
+TIMEOUTS = ["wait_timeout", "load_timeout", "stall_timeout", "connect_timeout", "slot_check_delay"]
+MILLISECONDS = ["retry_base_ms", "retry_max_ms"]
+
+
+def test_the_time_fields_are_the_ones_this_module_bounds() -> None:
+    # A new float field of Limits is a time too, and needs its bound here and in the docs.
+    assert sorted(SECONDS) == sorted([*TIMEOUTS, "sse_ping_interval"])
+
+
+@pytest.mark.parametrize("name", TIMEOUTS)
+@pytest.mark.parametrize("value", [86_400.5, 1e12, 1e300])
+def test_a_timeout_past_one_day_is_refused_naming_the_field_and_the_bound(
+    name: str, value: float
+) -> None:
+    with pytest.raises(ValueError) as err:
+        Limits(**{name: value})
+    assert str(err.value) == (
+        f"limits.{name} must be more than 0 and at most 86400 seconds (one day), not {value!r}"
+    )
+    assert Limits(**{name: 86_400}).__getattribute__(name) == 86_400.0  # the bound itself
+
+
+@pytest.mark.parametrize("name", TIMEOUTS)
+def test_a_timeout_past_one_day_in_the_file_is_refused_naming_file_field_and_bound(
+    tmp_path: Path, name: str
+) -> None:
+    path = write(tmp_path, f"[limits]\n{name} = 1e12\n")
+    with pytest.raises(ValueError) as err:
+        Config.from_toml(path)
+    assert str(err.value) == (
+        f"{path}: limits.{name} must be more than 0 and at most 86400 seconds (one day), "
+        "not 1000000000000.0"
+    )
+    at_bound = Config.from_toml(write(tmp_path, f"[limits]\n{name} = 86400\n"))
+    assert getattr(at_bound.limits, name) == 86_400.0
+
+
+@pytest.mark.parametrize("name", [*SECONDS, *MILLISECONDS])
+def test_every_time_field_is_bounded_by_one_day_or_less(name: str) -> None:
+    past = 86_400.5 if name in SECONDS else 86_400_001
+    with pytest.raises(ValueError, match=f"limits\\.{name} must be .* at most"):
+        Limits(**{name: past})

@@ -8,6 +8,7 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import ssl
 from types import ModuleType
 from typing import Any
 
@@ -37,6 +38,7 @@ from llamafast import (
     TruncatedError,
     WaitTimeoutError,
 )
+from llamafast._errors import HandshakeClosed, HandshakeTimeout
 
 SSE_ERRORS = [
     SseIoError,
@@ -69,6 +71,16 @@ OVERFLOW = (
 
 # One instance of each, with what it carries, and the exact sentence it says.
 OSERR = ConnectionRefusedError(111, "Connection refused")
+NOT_TLS = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)")
+NOT_TLS.reason = "WRONG_VERSION_NUMBER"  # as OpenSSL sets it
+NOT_FOUND = '{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}'
+# What python -m http.server answers a POST: its error page, the title on a line of its own.
+HTML_PAGE = (
+    '<!DOCTYPE HTML>\n<html lang="en">\n    <head>\n        <meta charset="utf-8">\n'
+    "        <title>\n  Error response\n</title>\n    </head>\n    <body>\n"
+    + "        <p>Message: Unsupported method ('POST').</p>\n" * 40
+    + "    </body>\n</html>\n"
+)
 EXAMPLES: list[tuple[LlamafastError, str]] = [
     (SseIoError(OSERR), f"reading the event stream failed: {OSERR!r}"),
     (SseTimeoutError(), "reading the event stream timed out"),
@@ -87,11 +99,54 @@ EXAMPLES: list[tuple[LlamafastError, str]] = [
         ConnectError(OSERR, "http://127.0.0.1:9"),
         f"could not connect to the server http://127.0.0.1:9: {OSERR!r}",
     ),
-    (WaitTimeoutError(1.5), "gave up waiting for the slot after 1.5 s"),
-    (WaitTimeoutError(), "gave up waiting for the slot"),
-    (LoadTimeoutError(30.0), "gave up waiting for the server to load its model after 30 s"),
-    (StalledError(2.0), "the stream stalled: no byte arrived for 2 s"),
-    (StalledError(), "the stream stalled: no byte arrived"),
+    (
+        ConnectError(NOT_TLS, "https://127.0.0.1:8080/p"),
+        f"could not connect to the server https://127.0.0.1:8080/p: {NOT_TLS!r}; the port does "
+        "not speak TLS (it answered with bytes that are not TLS): if the server is plain HTTP, "
+        "use http://127.0.0.1:8080/p",
+    ),
+    (
+        ConnectError(HandshakeTimeout("the TLS handshake did not finish"), "https://h:9"),
+        "could not connect to the server https://h:9: HandshakeTimeout('the TLS handshake did "
+        "not finish'); the port does not seem to speak TLS (or the server is very slow): if the "
+        "server is plain HTTP, use http://h:9",
+    ),
+    (
+        ConnectError(HandshakeClosed("closed"), "https://h:9"),
+        "could not connect to the server https://h:9: HandshakeClosed('closed'); the port does "
+        "not seem to speak TLS: if the server is plain HTTP, use http://h:9",
+    ),
+    (
+        WaitTimeoutError(1.5),
+        "gave up waiting for the slot and the answer's first byte after 1.5 s; to wait longer, "
+        "raise wait_timeout (Limits.wait_timeout, or wait_timeout in [limits])",
+    ),
+    (
+        WaitTimeoutError(),
+        "gave up waiting for the slot and the answer's first byte; to wait longer, raise "
+        "wait_timeout (Limits.wait_timeout, or wait_timeout in [limits])",
+    ),
+    (
+        LoadTimeoutError(30.0),
+        "gave up waiting for the server to load its model after 30 s; to wait longer, raise "
+        "load_timeout (Limits.load_timeout, or load_timeout in [limits])",
+    ),
+    (
+        StalledError(2.0),
+        "the stream stalled: no byte arrived for 2 s; to wait longer, raise stall_timeout "
+        "(Limits.stall_timeout, or stall_timeout in [limits])",
+    ),
+    (
+        StalledError(),
+        "the stream stalled: no byte arrived; to wait longer, raise stall_timeout "
+        "(Limits.stall_timeout, or stall_timeout in [limits])",
+    ),
+    (
+        StalledError(2.0, "the answer to GET /props did not finish within 2 s", "connect_timeout"),
+        "the server's answer stalled: the answer to GET /props did not finish within 2 s; to "
+        "wait longer, raise connect_timeout (Limits.connect_timeout, or connect_timeout in "
+        "[limits])",
+    ),
     (StreamClosedEarlyError(), "the stream ended before the server sent a finish reason"),
     (
         StreamClosedEarlyError("cut"),
@@ -107,8 +162,34 @@ EXAMPLES: list[tuple[LlamafastError, str]] = [
         "the server answered 503: Loading model",
     ),
     (
+        HttpError(404, NOT_FOUND, "POST /v1/chat/completions", "http://127.0.0.1:8080"),
+        "the server answered 404 to POST /v1/chat/completions: File Not Found",
+    ),
+    (
+        HttpError(
+            404,
+            NOT_FOUND,
+            "POST /v1/chat/completions/v1/chat/completions",
+            "http://user:***@h:8080/v1/chat/completions?k=v",
+        ),
+        "the server answered 404 to POST /v1/chat/completions/v1/chat/completions: File Not "
+        "Found; the URL's path repeats an API path: url should be the server's root, such as "
+        "http://user:***@h:8080 (it is http://user:***@h:8080/v1/chat/completions?k=v)",
+    ),
+    (
+        HttpError(501, HTML_PAGE, "POST /v1/chat/completions", "http://127.0.0.1:8000"),
+        "the server answered 501 to POST /v1/chat/completions: an HTML page ('Error "
+        "response'); no llama-server answers an HTML page: url should be a llama-server's "
+        "root, such as http://127.0.0.1:8080 (it is http://127.0.0.1:8000)",
+    ),
+    (
         HttpError(502, "<html>bad gateway</html>"),
-        "the server answered 502: '<html>bad gateway</html>'",
+        "the server answered 502: an HTML page; no llama-server answers an HTML page: url "
+        "should be a llama-server's root, such as http://127.0.0.1:8080",
+    ),
+    (
+        HttpError(502, "<b>bad gateway</b>"),
+        "the server answered 502: '<b>bad gateway</b>'",
     ),
     (
         ContextOverflowError(400, OVERFLOW),
@@ -275,11 +356,12 @@ def test_the_old_import_locations_still_work(module: str, name: str) -> None:
 
 def test_the_internal_errors_keep_their_parents() -> None:
     # Caught inside the package and turned into a LlamafastError: not one themselves.
-    from llamafast._errors import HandshakeTimeout, HttpParseError, JsonFault
+    from llamafast._errors import HttpParseError, JsonFault
 
     assert HttpParseError.__bases__ == (ValueError,)
     assert JsonFault.__bases__ == (ValueError,)
     assert HandshakeTimeout.__bases__ == (TimeoutError,)
+    assert HandshakeClosed.__bases__ == (ConnectionError,)
 
 
 def test_context_overflow_carries_the_counts_as_sent() -> None:

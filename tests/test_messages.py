@@ -229,12 +229,14 @@ def test_openai_content_parts_convert_to_parts() -> None:
         (
             {"role": "user", "content": 5},
             TypeError,
-            r"messages\[1\]\['content'\] must be a list, not int",
+            r"messages\[1\]\['content'\] must be a string or a list of content parts "
+            r"\(text, image_url, input_audio\), not int: 5$",
         ),
         (
             {"role": "user", "content": None},
             TypeError,
-            r"messages\[1\]\['content'\] must be a string or a list of content parts, not None",
+            r"messages\[1\]\['content'\] must be a string or a list of content parts "
+            r"\(text, image_url, input_audio\), not None$",
         ),
         (
             {"role": "user", "content": []},
@@ -404,3 +406,30 @@ def test_any_parts_round_trip_and_the_openai_dict_gives_the_same_bytes(parts: li
     assert sent == [_as_openai(p) for p in parts]
     converted = to_messages([{"role": "user", "content": sent}])
     assert build_body(CFG, ChatRequest(None, converted)) == text
+
+
+# A content of the wrong type names every type that role accepts, with the message's index and
+# the key (docs/request-body.md, rule OPENAI-SHAPE).
+PARTS_OR_TEXT = "a string or a list of content parts (text, image_url, input_audio)"
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ({"role": "user", "content": 123}, f"must be {PARTS_OR_TEXT}, not int: 123"),
+        ({"role": "system", "content": 1.5}, f"must be {PARTS_OR_TEXT}, not float: 1.5"),
+        ({"role": "user", "content": b"hi"}, f"must be {PARTS_OR_TEXT}, not bytes: b'hi'"),
+        (
+            {"role": "user", "content": {"type": "text", "text": "hi"}},
+            f"must be {PARTS_OR_TEXT}, not dict: {{'type': 'text', 'text': 'hi'}}",
+        ),
+        ({"role": "tool", "tool_call_id": "c", "content": 7}, "must be a string, not int: 7"),
+        ({"role": "assistant", "content": 7}, "must be a string or None, not int: 7"),
+    ],
+)
+def test_a_content_of_the_wrong_type_names_every_accepted_type(
+    message: dict[str, object], says: str
+) -> None:
+    with pytest.raises(TypeError) as err:
+        to_messages([{"role": "user", "content": "first"}, message])
+    assert str(err.value) == f"messages[1]['content'] {says}"

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import pytest
 import llamafast
 from _drivers import AsyncDriver, CompleteDriver, SyncDriver, req
 from _drivers import cfg as kit_cfg
+from _loopback import LoopbackServer
 from _server import ReplayServer, Reply, expected
 from llamafast import (
     AsyncClient,
@@ -32,6 +34,7 @@ from llamafast import (
     InferConfig,
     _cli,
 )
+from llamafast._errors import HandshakeClosed, HandshakeTimeout
 
 CHAT = "/v1/chat/completions"
 # No waiting between retries; time enough for a handshake on a slow machine.
@@ -224,3 +227,59 @@ def test_the_command_line_with_a_missing_ca_file_is_one_line(
     assert _cli.main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "infer.ca_file" in err and "none.pem" in err, err
+
+
+# --- https:// to a plain-HTTP port (docs/client.md, rule ONCE) ---------------------------------
+
+
+class PlainPort(LoopbackServer):
+    """A plain-HTTP port spoken to in TLS: it answers the ClientHello with an HTTP 400 ("400",
+    as python's http.server does), closes once it has read it ("close", as a server whose wait
+    for a request head ends), or says nothing at all ("silent"). `connections` counts them."""
+
+    scheme = "https"
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+        self.connections = 0
+
+    def _accepted(self, conn: socket.socket) -> Any:
+        self.connections += 1  # under the lock
+        return None
+
+    def handle(self, conn: socket.socket, accepted: Any) -> None:
+        hello = conn.recv(65536)
+        assert hello[:1] == b"\x16"  # a TLS handshake record
+        if self.mode == "400":
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+        elif self.mode == "silent":
+            while conn.recv(65536):  # until the client gives up (or the server stops)
+                pass
+
+
+@pytest.mark.parametrize(
+    ("mode", "error", "why"),
+    [
+        ("400", ssl.SSLError, "does not speak TLS (it answered with bytes that are not TLS)"),
+        ("close", HandshakeClosed, "does not seem to speak TLS"),
+        (
+            "silent",
+            HandshakeTimeout,
+            "does not seem to speak TLS (or the server is very slow)",
+        ),
+    ],
+)
+def test_tls_to_a_plain_port_fails_once_saying_to_try_http(
+    drive: Any, mode: str, error: type[BaseException], why: str
+) -> None:
+    with PlainPort(mode) as port:
+        out = drive.run(kit_cfg(port, connect_timeout=1.0, retries=3), req())
+        err = out.raised(ConnectError)
+        assert isinstance(err.error, error), err.error
+        plain = port.url.replace("https://", "http://")
+        assert str(err) == (
+            f"could not connect to the server {port.url}: {err.error!r}; the port {why}: if the "
+            f"server is plain HTTP, use {plain}"
+        )
+        assert port.connections == 1 and out.events == []  # one attempt: no Retrying

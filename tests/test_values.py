@@ -201,7 +201,11 @@ def test_errors_keep_what_they_carry_and_say_it_in_one_sentence() -> None:
     http = HttpError(400, '{"error":{"code":400,"message":"bad slot","type":"x"}}')
     assert (http.status, http.message) == (400, "bad slot")
     assert str(http) == "the server answered 400: bad slot"
-    assert "<html>" in str(HttpError(502, "<html>bad gateway</html>"))
+    # an HTML page is not dumped: shown as one, with what it says of `url` (HTTP-ERRORS)
+    assert str(HttpError(502, "<html>bad gateway</html>")) == (
+        "the server answered 502: an HTML page; no llama-server answers an HTML page: url "
+        "should be a llama-server's root, such as http://127.0.0.1:8080"
+    )
     assert str(ProtocolError("chunk has no choices")) == "chunk has no choices"
     for err in (io, conn, http, LineTooLongError(3), TruncatedError(b"da"), StalledError(2.0)):
         again = pickle.loads(pickle.dumps(err))

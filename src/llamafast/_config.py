@@ -17,9 +17,15 @@ from typing import Any
 from ._url import Target, redact
 from ._values import seal
 
-__all__ = ["Config", "InferConfig", "Limits"]
+__all__ = ["MAX_SECONDS", "Config", "InferConfig", "Limits"]
 
 _INT_MAX = 2**63 - 1
+
+MAX_SECONDS = 86_400.0
+"""The longest timeout, deadline or wait a `Limits` field may set: one day (docs/client.md, rule
+TIMEOUT-BOUND). The clients add a timeout to the clock and hand it to the OS (a socket's timeout,
+a select): a larger one overflows there (OverflowError, struct.error) instead of being honoured,
+so it is refused here, when the config is made, naming the field."""
 
 
 def _range(lo: float | None = None, hi: float | None = None, *, open_lo: bool = False) -> Any:
@@ -73,6 +79,8 @@ _KIND_NAMES = {
 
 
 def _describe(lo: float | None, hi: float | None, open_lo: bool) -> str:
+    if hi == MAX_SECONDS:  # a timeout: name the bound's meaning (rule TIMEOUT-BOUND)
+        return f"more than {lo:g} and at most {hi:g} seconds (one day)"
     if lo is not None and hi is not None:
         return f"{'more than' if open_lo else 'at least'} {lo:g} and at most {hi:g}"
     if lo is not None:
@@ -198,22 +206,29 @@ class Limits:
     wait_timeout: float = _r(
         600.0,
         0.0,
+        MAX_SECONDS,
         open_lo=True,
         doc="seconds a request may wait for its turn, its slot and its first byte "
         "(docs/client.md, rule WAIT)",
     )
     load_timeout: float = _r(
-        600.0, 0.0, open_lo=True, doc="seconds to wait for a model load (docs/client.md, rule LOAD)"
+        600.0,
+        0.0,
+        MAX_SECONDS,
+        open_lo=True,
+        doc="seconds to wait for a model load (docs/client.md, rule LOAD)",
     )
     stall_timeout: float = _r(
         60.0,
         0.0,
+        MAX_SECONDS,
         open_lo=True,
         doc="seconds without a byte once the stream started (docs/client.md, rule STALL)",
     )
     connect_timeout: float = _r(
         10.0,
         0.0,
+        MAX_SECONDS,
         open_lo=True,
         doc="seconds to open a connection; also bounds each /slots, /health and control request",
     )
@@ -260,6 +275,7 @@ class Limits:
     slot_check_delay: float = _r(
         0.25,
         0.0,
+        MAX_SECONDS,
         open_lo=True,
         doc="seconds without a first byte before /slots is asked (docs/client.md, rule SLOTS)",
     )

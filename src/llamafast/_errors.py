@@ -5,20 +5,25 @@ builds its one-sentence message from them in `__str__`; a value shown in a messa
 `SHOW` characters so a 1 MiB payload never ends up in a log line.
 
 Every exception class of the package lives here, the internal ones too (`HttpParseError`,
-`HandshakeTimeout`, `JsonFault`: each is caught and turned into a `LlamafastError` before a
-user sees it), and so do the misuse errors both twins raise (`busy_error`, `assembler_busy_error`,
-`uninitialised_error`: a `RuntimeError`, the caller's bug, not the stream's).
+`HandshakeTimeout`, `HandshakeClosed`, `JsonFault`: each is caught and turned into a
+`LlamafastError` before a user sees it), and so do the misuse errors both twins raise
+(`busy_error`, `assembler_busy_error`, `uninitialised_error`: a `RuntimeError`, the caller's
+bug, not the stream's).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import ssl
+import urllib.parse
 
 __all__ = [
     "BusyError",
     "CancelledReadError",
     "ConnectError",
     "ContextOverflowError",
+    "HandshakeClosed",
     "HandshakeTimeout",
     "HttpError",
     "HttpParseError",
@@ -42,6 +47,7 @@ __all__ = [
     "cut",
     "embedding_error",
     "http_error",
+    "shown_body",
     "uninitialised_error",
 ]
 
@@ -166,13 +172,40 @@ class ConnectError(InferError):
 
     def __str__(self) -> str:
         where = f" {self.url}" if self.url else ""
-        return f"could not connect to the server{where}: {self.error!r}"
+        return f"could not connect to the server{where}: {self.error!r}{_not_tls(self)}"
+
+
+# The reasons OpenSSL gives when the other end answered the ClientHello with bytes that are not
+# TLS (a plain-HTTP server's "HTTP/1.1 400 Bad Request").
+_NOT_TLS_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE"}
+)
+
+
+def _not_tls(err: ConnectError) -> str:
+    """What to do when the TLS handshake failed the way a port that does not speak TLS fails it
+    (docs/client.md, rule ONCE): a plain-HTTP port answers bytes that are not TLS, says nothing
+    until the handshake's deadline, or closes the connection; try http://."""
+    error = err.error
+    if isinstance(error, ssl.SSLError) and error.reason in _NOT_TLS_REASONS:
+        why = "the port does not speak TLS (it answered with bytes that are not TLS)"
+    elif isinstance(error, HandshakeTimeout):
+        why = "the port does not seem to speak TLS (or the server is very slow)"
+    elif isinstance(error, HandshakeClosed):
+        why = "the port does not seem to speak TLS"
+    else:
+        return ""
+    plain = "http://" + err.url.removeprefix("https://") if err.url else "an http:// URL"
+    return f"; {why}: if the server is plain HTTP, use {plain}"
 
 
 class _TimedOut(InferError, TimeoutError):
-    """Also a `TimeoutError`, so code that catches the builtin for every timeout sees these."""
+    """Also a `TimeoutError`, so code that catches the builtin for every timeout sees these. Each
+    names the `Limits` field that bounded the wait (`limit`), so the message says what to raise
+    (docs/client.md, rule DEADLINES)."""
 
     what = "waiting"
+    limit = "wait_timeout"
 
     def __init__(self, seconds: float | None = None) -> None:
         super().__init__(seconds)
@@ -180,37 +213,51 @@ class _TimedOut(InferError, TimeoutError):
 
     def __str__(self) -> str:
         after = "" if self.seconds is None else f" after {self.seconds:g} s"
-        return f"gave up {self.what}{after}"
+        return f"gave up {self.what}{after}{_raise_hint(self.limit)}"
+
+
+def _raise_hint(limit: str) -> str:
+    """The end of a timeout's message: the limit that ran out, and where it is set."""
+    return f"; to wait longer, raise {limit} (Limits.{limit}, or {limit} in [limits])"
 
 
 class WaitTimeoutError(_TimedOut):
-    """The request waited longer than `wait_timeout` for its slot."""
+    """The request waited longer than `wait_timeout` for its turn, its slot or its answer's
+    first byte."""
 
-    what = "waiting for the slot"
+    what = "waiting for the slot and the answer's first byte"
 
 
 class LoadTimeoutError(_TimedOut):
     """The server was still loading its model after `load_timeout`."""
 
     what = "waiting for the server to load its model"
+    limit = "load_timeout"
 
 
 class StalledError(_TimedOut):
-    """No byte arrived for `stall_timeout` seconds in the middle of a stream."""
+    """No byte arrived for `stall_timeout` seconds in the middle of a stream; or an answer that
+    was not whole within its bound (`detail` says which, `limit` names the bound's field)."""
 
     what = "on a stalled stream: no byte arrived"
+    limit = "stall_timeout"
 
-    def __init__(self, seconds: float | None = None, detail: str = "") -> None:
+    def __init__(
+        self, seconds: float | None = None, detail: str = "", limit: str = "stall_timeout"
+    ) -> None:
         super().__init__(seconds)
         self.detail = detail
-        if detail:
+        self.limit = limit
+        if limit != "stall_timeout":
+            self.args = (seconds, detail, limit)
+        elif detail:
             self.args = (seconds, detail)
 
     def __str__(self) -> str:
         if self.detail:  # an answer that drips bytes: it stalls although bytes arrive
-            return f"the server's answer stalled: {self.detail}"
+            return f"the server's answer stalled: {self.detail}{_raise_hint(self.limit)}"
         after = "" if self.seconds is None else f" for {self.seconds:g} s"
-        return f"the stream stalled: no byte arrived{after}"
+        return f"the stream stalled: no byte arrived{after}{_raise_hint(self.limit)}"
 
 
 class StreamClosedEarlyError(InferError):
@@ -244,17 +291,66 @@ class HttpError(InferError):
     """The server answered with an error: a non-200 status, or an error payload mid-stream.
 
     `body` is the server's text; `message` is its `error.message` when the body carries one.
+    `request` is the request it answered (`"POST /v1/chat/completions"`, "" when unknown) and
+    `url` the client's `infer.url` (its password as ***): with them the message says what was
+    asked, and when the answer says `url` is not the server's root, says so (rule HTTP-ERRORS).
     """
 
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(status, body)
+    def __init__(self, status: int, body: str, request: str = "", url: str = "") -> None:
+        super().__init__(status, body, *((request, url) if request or url else ()))
         self.status = status
         self.body = body
+        self.request = request
+        self.url = url
         self.message = server_message(body)
 
     def __str__(self) -> str:
-        said = self.message if self.message is not None else cut(self.body)
-        return f"the server answered {self.status}: {said}"
+        said = self.message if self.message is not None else shown_body(self.body)
+        asked = f" to {self.request}" if self.request else ""
+        return f"the server answered {self.status}{asked}: {said}{_root_hint(self)}"
+
+
+def _html_title(body: str) -> str | None:
+    """The title of `body` when it is an HTML page (a web server's or a proxy's error page, not
+    llama-server's answer), "" for a page without one; None when it is not HTML."""
+    head = body[:1024].lstrip().lower()
+    if not head.startswith(("<!doctype html", "<html", "<head", "<title")):
+        return None
+    found = re.search(r"<title[^>]*>(.*?)</title", body[: 1 << 16], re.IGNORECASE | re.DOTALL)
+    return " ".join(found.group(1).split()) if found else ""
+
+
+def shown_body(body: str) -> str:
+    """An error answer's body as a message shows it: an HTML page only by its title (a page is
+    no sentence), any other body cut to SHOW characters."""
+    title = _html_title(body)
+    if title is None:
+        return cut(body)
+    return f"an HTML page ({cut(title, 80)})" if title else "an HTML page"
+
+
+# The paths of llama-server's API: a `url` whose path holds one of them is not the server's root,
+# and every request then goes to a path that repeats it ("/v1/chat/completions/v1/chat/...").
+_API_PATHS = re.compile(
+    r"/(v1|chat|completions?|embeddings?|rerank(ing)?|slots|health|props|models|tokenize|infill)"
+    r"(/|$)"
+)
+
+
+def _root_hint(err: HttpError) -> str:
+    """Where the answer says `url` is not a llama-server's root: an HTML page (no llama-server
+    answers one), or a 404 to a URL whose path holds an API path; "" otherwise."""
+    parts = urllib.parse.urlsplit(err.url)
+    html = _html_title(err.body) is not None
+    if not html and not (err.status == 404 and _API_PATHS.search(parts.path)):
+        return ""
+    root = f"{parts.scheme}://{parts.netloc}" if parts.path else "http://127.0.0.1:8080"
+    if html:
+        why, should = "no llama-server answers an HTML page", "a llama-server's root"
+    else:
+        why, should = "the URL's path repeats an API path", "the server's root"
+    given = f" (it is {err.url})" if err.url else ""
+    return f"; {why}: url should be {should}, such as {root}{given}"
 
 
 class ContextOverflowError(HttpError):
@@ -262,8 +358,8 @@ class ContextOverflowError(HttpError):
     error `type` "exceed_context_size_error"). `n_prompt_tokens` and `n_ctx` are the counts the
     server sent, None where it sent none. Never retried: the same prompt overflows again."""
 
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(status, body)
+    def __init__(self, status: int, body: str, request: str = "", url: str = "") -> None:
+        super().__init__(status, body, request, url)
         error = _server_error(body) or {}
         self.n_prompt_tokens = _count(error.get("n_prompt_tokens"))
         self.n_ctx = _count(error.get("n_ctx"))
@@ -273,13 +369,13 @@ def _count(value: object) -> int | None:
     return value if type(value) is int else None
 
 
-def http_error(status: int, body: str) -> HttpError:
-    """The HttpError for a server's error answer: a ContextOverflowError when its error `type`
-    says the prompt exceeds the context."""
+def http_error(status: int, body: str, request: str = "", url: str = "") -> HttpError:
+    """The HttpError for a server's error answer to `request` (HttpError's arguments): a
+    ContextOverflowError when its error `type` says the prompt exceeds the context."""
     error = _server_error(body)
     if error is not None and error.get("type") == "exceed_context_size_error":
-        return ContextOverflowError(status, body)
-    return HttpError(status, body)
+        return ContextOverflowError(status, body, request, url)
+    return HttpError(status, body, request, url)
 
 
 class ProtocolError(InferError):
@@ -325,6 +421,12 @@ class HandshakeTimeout(TimeoutError):
     """Raised by a client's transport: the TLS handshake did not finish in time (TLS spoken
     to a port that does not speak it waits forever). Never retried; the client raises it as
     the `.error` of a `ConnectError`."""
+
+
+class HandshakeClosed(ConnectionError):
+    """Raised by a client's transport: the server closed the connection inside the TLS
+    handshake (a plain-HTTP server does, once its wait for a request head ends). Never
+    retried, as HandshakeTimeout; the `.error` of a `ConnectError`."""
 
 
 class JsonFault(ValueError):

@@ -151,11 +151,16 @@ def _part(where: Path, value: object) -> Part:
     )
 
 
+# What a system or user `content` may be: every accepted type, named in the error for another.
+_CONTENT_TYPES = "a string or a list of content parts (text, image_url, input_audio)"
+
+
 def _content_parts(where: Path, value: object) -> str | tuple[Part, ...]:
     if isinstance(value, str):
         return value
-    if value is None:
-        raise TypeError(f"{_show(where)} must be a string or a list of content parts, not None")
+    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        shown = "None" if value is None else f"{type(value).__name__}: {cut(value)}"
+        raise TypeError(f"{_show(where)} must be {_CONTENT_TYPES}, not {shown}")
     parts = tuple(_part(_at(where, j), p) for j, p in enumerate(_sequence(where, value)))
     if not parts:
         raise ValueError(f"{_show(where)} is an empty list: give the text or at least one part")

@@ -44,7 +44,6 @@ from .._core import (
     StreamState,
     WaitTurn,
     WholeCall,
-    not_served,
     read_ranked,
     read_slots,
     rerank_body,
@@ -184,7 +183,7 @@ class AsyncClient:
             )
             status, parts = await self._call(call.phases())
             if status != 200:
-                raise not_served(status, parts, "--embeddings", "embeddings")
+                raise call.not_served(status, parts, "--embeddings", "embeddings")
             vectors.add(parts, first, count)
 
         width = await self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
@@ -206,9 +205,10 @@ class AsyncClient:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        status, parts = await self._call(WholeCall(self._core, "POST", RERANK_PATH, body).phases())
+        call = WholeCall(self._core, "POST", RERANK_PATH, body)
+        status, parts = await self._call(call.phases())
         if status != 200:
-            raise not_served(status, parts, "--reranking", "reranking")
+            raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
     async def _width(self, plan: EmbedPlan) -> int:

@@ -40,7 +40,6 @@ from .._core import (
     StreamState,
     WaitTurn,
     WholeCall,
-    not_served,
     read_ranked,
     read_slots,
     rerank_body,
@@ -177,7 +176,7 @@ class Client:
             )
             status, parts = self._call(call.phases())
             if status != 200:
-                raise not_served(status, parts, "--embeddings", "embeddings")
+                raise call.not_served(status, parts, "--embeddings", "embeddings")
             vectors.add(parts, first, count)
 
         width = self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
@@ -199,9 +198,10 @@ class Client:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        status, parts = self._call(WholeCall(self._core, "POST", RERANK_PATH, body).phases())
+        call = WholeCall(self._core, "POST", RERANK_PATH, body)
+        status, parts = self._call(call.phases())
         if status != 200:
-            raise not_served(status, parts, "--reranking", "reranking")
+            raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
     def _width(self, plan: EmbedPlan) -> int:

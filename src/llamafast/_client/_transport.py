@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from .._core import Ticket, WaitTurn
 from .._engine import _twins
-from .._errors import HandshakeTimeout
+from .._errors import HandshakeClosed, HandshakeTimeout
 from .._url import Target
 
 __all__ = [
@@ -86,6 +86,16 @@ def _no_delay(sock: socket.socket | None) -> None:
             pass
 
 
+def _handshake_timeout() -> HandshakeTimeout:
+    # A port that does not speak TLS says nothing to a ClientHello (docs/client.md, rule ONCE).
+    return HandshakeTimeout("the TLS handshake did not finish within connect_timeout")
+
+
+def _handshake_closed() -> HandshakeClosed:
+    # A plain-HTTP port closes the connection once its wait for a request head ends.
+    return HandshakeClosed("the server closed the connection inside the TLS handshake")
+
+
 def _connect_timeout() -> TimeoutError:
     # One message from both drivers (the socket module says "timed out", asyncio nothing).
     return TimeoutError("the connection did not open within connect_timeout")
@@ -124,7 +134,9 @@ class _SyncIO:
                 try:
                     sock = (tls or ssl_context()).wrap_socket(sock, server_hostname=target.host)
                 except TimeoutError as err:
-                    raise HandshakeTimeout("the TLS handshake did not finish") from err
+                    raise _handshake_timeout() from err
+                except (ssl.SSLEOFError, ConnectionResetError) as err:
+                    raise _handshake_closed() from err
         except BaseException:
             sock.close()
             raise
@@ -255,7 +267,14 @@ class _AsyncIO:
                 )
         except ConnectionAbortedError as err:  # asyncio's word for a handshake timeout
             if tls is not None and "handshake" in str(err).lower():
-                raise HandshakeTimeout("the TLS handshake did not finish") from err
+                raise _handshake_timeout() from err
+            raise
+        except (ssl.SSLEOFError, ConnectionResetError) as err:
+            # asyncio's word for a connection the server closed inside the handshake (once it
+            # has connected, a reset can only come from the handshake: create_connection ends
+            # with it)
+            if tls is not None:
+                raise _handshake_closed() from err
             raise
         except TimeoutError as err:
             raise _connect_timeout() from err

@@ -25,6 +25,7 @@ from .._errors import (
     TruncatedError,
     cut,
     server_message,
+    shown_body,
 )
 from .._strict_json import reject_constant
 from .._values import ModelInfo, Ranked, ServerProps
@@ -188,12 +189,15 @@ def text_of(parts: list[bytes]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
 
 
-def not_served(status: int, parts: list[bytes], flag: str, what: str) -> HttpError:
-    """The error for a non-200 answer to an embeddings or rerank request; llama-server started
-    without the flag that serves it answers 501 (an older one 404), and the error says so."""
-    err = HttpError(status, text_of(parts))
+def not_served(
+    status: int, parts: list[bytes], flag: str, what: str, request: str = "", url: str = ""
+) -> HttpError:
+    """The error for a non-200 answer to an embeddings or rerank request (HttpError's `request`
+    and `url`); llama-server started without the flag that serves it answers 501 (an older one
+    404), and the error says so."""
+    err = HttpError(status, text_of(parts), request, url)
     if status in (501, 404):
-        said = err.message or cut(err.body)
+        said = err.message or shown_body(err.body)
         err.message = f"the server does not serve {what}: start llama-server with {flag} ({said})"
     return err
 

@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 from .._config import Limits
-from .._errors import LoadTimeoutError, ProtocolError, cut, http_error, server_message
+from .._errors import HttpError, LoadTimeoutError, ProtocolError, cut, server_message
 from .._values import ModelInfo, ServerProps
-from ._answers import json_object, model_entry, read_models, read_props
+from ._answers import json_object, model_entry, not_served, read_models, read_props
 from ._commands import Phase, Sleep
 from ._exchange import Exchange, poll_delays
 from ._session import INPUT_TOKENS_PATH, MAX_ERROR_BODY, MAX_SLOTS_BODY, MAX_VECTORS_BODY, Core
@@ -44,7 +44,7 @@ class ServerCall(Exchange):
         if core.props is None:
             status, text = yield from self._ask("GET", "/props")
             if status != 200:
-                raise http_error(status, text)
+                raise self.refusal(status, text)
             core.props = read_props(text)
         return core.props
 
@@ -73,11 +73,11 @@ class ServerCall(Exchange):
                 core.input_tokens = True
                 return count
             if status != 404:
-                raise http_error(status, text)
+                raise self.refusal(status, text)
             core.input_tokens = False
         status, text = yield from self._small("POST", "/apply-template", MAX_SLOTS_BODY, None, body)
         if status != 200:
-            raise http_error(status, text)
+            raise self.refusal(status, text)
         prompt = json_object(text, "POST /apply-template").get("prompt")
         if not isinstance(prompt, str):
             raise ProtocolError(f"POST /apply-template answered no prompt: {cut(text)}")
@@ -85,7 +85,7 @@ class ServerCall(Exchange):
         payload = {"model": model, "content": prompt, "add_special": True, "parse_special": True}
         status, text = yield from self._ask("POST", "/tokenize", payload)
         if status != 200:
-            raise http_error(status, text)
+            raise self.refusal(status, text)
         tokens = json_object(text, "POST /tokenize").get("tokens")
         if not isinstance(tokens, list):
             raise ProtocolError(f"POST /tokenize answered no tokens: {cut(text)}")
@@ -94,7 +94,7 @@ class ServerCall(Exchange):
     def _list(self) -> Phase[tuple[tuple[ModelInfo, tuple[str, ...]], ...] | None]:
         status, text = yield from self._ask("GET", "/models")
         if status != 200:
-            raise http_error(status, text)
+            raise self.refusal(status, text)
         return read_models(text)
 
     def models(self) -> Phase[tuple[ModelInfo, ...]]:
@@ -102,7 +102,7 @@ class ServerCall(Exchange):
         model, "loaded")."""
         status, text = yield from self._ask("GET", "/models")
         if status != 200:
-            raise http_error(status, text)
+            raise self.refusal(status, text)
         data = json_object(text, "GET /models").get("data")
         listed = read_models(text)
         if listed is None:  # not a router: its one model is loaded
@@ -136,11 +136,12 @@ class ServerCall(Exchange):
         """A router's refusal to load or unload `model`: when its model list lacks it,
         ValueError naming it (the router says "File Not Found" or "model is not found");
         otherwise the HttpError."""
+        refusal = self.refusal(status, text)  # before _list asks another request
         if status in (400, 404):
             listed = yield from self._list()
             if listed is not None:
                 model_entry(listed, model)
-        raise http_error(status, text)
+        raise refusal
 
     def _until_state(self, model: str, state: str) -> Phase[None]:
         """GET /models until `model` is in `state`, polled as /health is while a model loads,
@@ -256,6 +257,11 @@ class WholeCall(Exchange):
         self.path = path
         self.payload = body
         self.limit = limit
+
+    def not_served(self, status: int, parts: list[bytes], flag: str, what: str) -> HttpError:
+        """The HttpError for an error answer of an endpoint llama-server serves only when
+        started with `flag` (`not_served`), naming this request and the client's url."""
+        return not_served(status, parts, flag, what, self.last_request, self.core.target.url)
 
     def phases(self) -> Phase[tuple[int, list[bytes]]]:
         """(status, the body's pieces) for any answer but a 503."""

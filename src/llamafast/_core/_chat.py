@@ -16,6 +16,7 @@ from .._errors import (
     BusyError,
     ConnectError,
     ContextOverflowError,
+    HttpError,
     InferError,
     LoadTimeoutError,
     ProtocolError,
@@ -265,7 +266,7 @@ class ChatExchange(Exchange):
         if status == 200:
             return
         core = self.core
-        refusal = http_error(status, text_of(parts))
+        refusal = self.refusal(status, text_of(parts))
         props = core.props
         if isinstance(refusal, ContextOverflowError) and props is not None:
             if refusal.n_ctx is not None and refusal.n_ctx != props.n_ctx:
@@ -290,16 +291,17 @@ class ChatExchange(Exchange):
                 raise WaitTimeoutError(limits.wait_timeout)
             stall = limits.stall_timeout
             rest = clock() + stall
-            status = yield from self._read_head(conn, rest, what, stall)
+            status = yield from self._read_head(conn, rest, what, (stall, "stall_timeout"))
             content_type = conn.parser.headers.get("content-type", "")
             if status == 200 and content_type.startswith("text/event-stream"):
                 self.conn = conn
                 return status, []
-            body = yield from self._courtesy_body(conn, rest, what, stall)
+            body = yield from self._courtesy_body(conn, rest, what, (stall, "stall_timeout"))
         except Exception:
             yield Close(conn)
             raise
         yield Close(conn)
+        self.last_request = what
         if status == 200:
             raise ProtocolError(
                 f"the server answered 200 with Content-Type {content_type!r}, not "
@@ -395,13 +397,20 @@ class ChatExchange(Exchange):
             raise
         except OSError as err:
             raise ConnectError(err, core.target.url) from err
+        if status != 200:
+            raise self.refusal(status, text)
         if control_accepted(status, text):
             self.capped = True
             yield self._say(ThinkingCapped(tokens))
         self._check_overrun(tokens)
 
     def stream_error(self, err: Exception) -> InferError:
-        return map_stream_error(err, self.limits)
+        mapped = map_stream_error(err, self.limits)
+        if isinstance(mapped, HttpError) and not mapped.request:
+            # An error payload mid-stream: the same HttpError, naming the chat request.
+            what = f"POST {self.core.target.prefix}{CHAT_PATH}"
+            return http_error(mapped.status, mapped.body, what, self.core.target.url)
+        return mapped
 
     def finish(self, completion: Completion) -> Completion:
         if self.capped:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from .._config import Limits
 from .._errors import (
     ConnectError,
+    HandshakeClosed,
     HandshakeTimeout,
     HttpError,
     HttpParseError,
@@ -26,6 +27,7 @@ from .._errors import (
     StalledError,
     TruncatedError,
     WaitTimeoutError,
+    http_error,
 )
 from .._values import ChatEvent, Queued, Retrying, ThinkingCapped, Waiting
 from ._answers import describe, is_loading, text_of
@@ -40,6 +42,7 @@ __all__ = ["Exchange", "backoff_ms", "log", "poll_delays"]
 log = logging.getLogger("llamafast")
 
 Answer = tuple[int, list[bytes]]  # an answer read whole: its status and its body's pieces
+Bound = tuple[float, str]  # a deadline's seconds and the Limits field they come from
 
 
 def backoff_ms(limits: Limits, attempt: int, rng: random.Random) -> int:
@@ -60,14 +63,16 @@ def poll_delays(limits: Limits) -> Iterator[float]:
 
 
 def _fatal(err: BaseException) -> bool:
-    """A failure that fails the same way every time, so it is not retried: a name that does
-    not resolve, a refused TLS handshake (no TLS on that port, a certificate not accepted; an
-    EOF may be a server restarting and is retried), a handshake that never finishes."""
+    """A failure that fails the same way every time, so it is not retried (rule ONCE): a name
+    that does not resolve, a refused TLS handshake (no TLS on that port, a certificate not
+    accepted), a handshake that never finishes or that the server closes (a plain-HTTP port
+    does, once its wait for a request head ends). An EOF outside the handshake may be a server
+    restarting and is retried."""
     if isinstance(err, socket.gaierror):
         return True
     if isinstance(err, ssl.SSLError):
         return not isinstance(err, ssl.SSLEOFError)
-    return isinstance(err, HandshakeTimeout)
+    return isinstance(err, (HandshakeTimeout, HandshakeClosed))
 
 
 def answered(conn: Arrival) -> bool:
@@ -97,6 +102,9 @@ class Exchange:
         self.attempt = 0
         self.deadline = 0.0  # of waiting for the slot (line and first byte)
         self.load_deadline: float | None = None
+        # The method and path of the request whose answer was read last: an error answer's
+        # HttpError names it (rule HTTP-ERRORS).
+        self.last_request = ""
 
     def _say(self, event: ChatEvent) -> Emit:
         """Emit `event`, with its DEBUG line (LOG)."""
@@ -135,9 +143,14 @@ class Exchange:
                 if is_loading(status, text):
                     yield from self._wait_loaded()
                 else:
-                    yield from self._retry(HttpError(status, text))
+                    yield from self._retry(self.refusal(status, text))
                 continue
             return status, parts
+
+    def refusal(self, status: int, text: str) -> HttpError:
+        """The HttpError for an error answer (`status`, its body's `text`) to the request whose
+        answer was read last, naming it and the client's url (rule HTTP-ERRORS)."""
+        return http_error(status, text, self.last_request, self.core.target.url)
 
     def _retry(self, err: BaseException) -> Phase[None]:
         """Count a failed attempt: Retrying and the back-off, or the final error."""
@@ -254,16 +267,19 @@ class Exchange:
                 raise TimeoutError(f"{what} was not answered in time")
             seconds = limits.stall_timeout if computed else first_by - start
             rest_by = clock() + seconds if computed else first_by
-            status = yield from self._read_head(conn, rest_by, what, seconds)
+            # The limit a StalledError names: the one to raise for more time.
+            bound = (seconds, "stall_timeout" if computed else "connect_timeout")
+            status = yield from self._read_head(conn, rest_by, what, bound)
             if status == 200:
                 parts: list[bytes] = []
-                yield from self._read_body(conn, parts, limit, rest_by, what, seconds)
+                yield from self._read_body(conn, parts, limit, rest_by, what, bound)
             else:
-                parts = [(yield from self._courtesy_body(conn, rest_by, what, seconds))]
+                parts = [(yield from self._courtesy_body(conn, rest_by, what, bound))]
         except Exception:
             yield Close(conn)
             raise
         yield Close(conn)
+        self.last_request = what
         return status, parts
 
     # --- reading an answer ---------------------------------------------------------------------
@@ -282,12 +298,15 @@ class Exchange:
             yield Receive(conn, until)
         return True
 
-    def _read_head(self, conn: Arrival, until: float, what: str, seconds: float) -> Phase[int]:
-        """The rest of the answer's head, by `until` (else StalledError(`seconds`)): its
-        status."""
+    def _read_head(self, conn: Arrival, until: float, what: str, bound: Bound) -> Phase[int]:
+        """The rest of the answer's head, by `until` (else StalledError of `bound`, its seconds
+        and the limit they come from): its status."""
         if not (yield from self._receive_until(conn, _head_done, until, what)):
+            seconds, limit = bound
             raise StalledError(
-                seconds, f"the head of the answer to {what} did not finish within {seconds:g} s"
+                seconds,
+                f"the head of the answer to {what} did not finish within {seconds:g} s",
+                limit,
             )
         return conn.parser.status
 
@@ -314,13 +333,13 @@ class Exchange:
         limit: int,
         until: float,
         what: str,
-        seconds: float,
+        bound: Bound,
         cut: bool = False,
     ) -> Phase[None]:
         """The rest of an answer's body, into `parts` as the pieces came. More than `limit`
         bytes is ProtocolError, or with `cut` the first `limit` bytes (the rest unread). A
         connection that fails or ends inside it is ProtocolError; a body not done by `until`
-        is StalledError(`seconds`)."""
+        is StalledError of `bound`."""
         clock = self.core.clock
         parser = conn.parser
         size = 0
@@ -353,19 +372,18 @@ class Exchange:
                     continue
                 return
             if clock() >= until:
+                seconds, name = bound
                 raise StalledError(
-                    seconds, f"the answer to {what} did not finish within {seconds:g} s"
+                    seconds, f"the answer to {what} did not finish within {seconds:g} s", name
                 )
             yield Receive(conn, until)
 
-    def _courtesy_body(
-        self, conn: Arrival, until: float, what: str, seconds: float
-    ) -> Phase[bytes]:
+    def _courtesy_body(self, conn: Arrival, until: float, what: str, bound: Bound) -> Phase[bytes]:
         """An answer's body that only explains it (an error answer's): what came of its first
         MAX_ERROR_BODY bytes by `until`; a failure to read it is not the error."""
         parts: list[bytes] = []
         try:
-            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, seconds, cut=True)
+            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, bound, cut=True)
         except (OSError, ProtocolError):
             parts += conn.early
             conn.early = []
