@@ -13,12 +13,38 @@ from typing import IO, Any, Protocol
 
 from .._errors import SHOW
 
-__all__ = ["CONTROLS", "CliError", "Failed", "Output", "OutputError", "UsageError", "option"]
+__all__ = [
+    "CliError",
+    "Failed",
+    "Output",
+    "OutputError",
+    "UsageError",
+    "one_line",
+    "option",
+    "shown",
+]
 
-# Model output may hold control characters (random weights produce them; see fixtures/INDEX.md):
-# shown raw they would move the cursor or inject terminal escapes. Show them as `\xNN` escapes;
-# tab and newline stay what they are.
-CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if c not in (0x09, 0x0A)}
+# docs/cli.md, rule TERMINAL: the terminal shows only what the project writes. A string from
+# the server (the model's text, a tool call's name, id and arguments, a notice or an error
+# quoting the server) or from a file may hold control characters (random weights produce them;
+# see fixtures/INDEX.md; a hostile server sends ESC ] 0 ; ... BEL to retitle the terminal):
+# shown raw they would move the cursor or inject terminal escapes. Every C0 control, DEL and
+# every C1 control is shown as a `\xNN` escape; in flowing text tab and newline stay what they
+# are, in a line of its own (a title, a notice, a summary row, an error) they are escaped too.
+_C0_C1 = [*range(0x20), *range(0x7F, 0xA0)]
+_IN_TEXT = {c: f"\\x{c:02x}" for c in _C0_C1 if c not in (0x09, 0x0A)}
+_IN_LINE = {c: f"\\x{c:02x}" for c in _C0_C1}
+
+
+def shown(text: str) -> str:
+    """`text` (flowing text: the model's, a tool call's arguments) safe for a terminal."""
+    return text.translate(_IN_TEXT)
+
+
+def one_line(text: str) -> str:
+    """`text` as one line safe for a terminal: each run of white space (line breaks among
+    them) one space, every other control character escaped."""
+    return " ".join(text.split()).translate(_IN_LINE)
 
 
 class CliError(Exception):
@@ -30,7 +56,7 @@ class CliError(Exception):
         super().__init__(kind, message)
         self.kind = kind
         # one short line, whatever the server or the file said
-        text = " ".join(message.split()).translate(CONTROLS)
+        text = one_line(message)
         self.message = text if len(text) <= SHOW else f"{text[:SHOW]}..."
 
     @classmethod
