@@ -1,28 +1,39 @@
-"""The command line's failures: each one line, `kind: message`, and its exit status.
+"""The command line's failures: each one line on stderr, in one style, and its exit status.
 
-Every failure of a command ends as a CliError (status 1) or a UsageError (a bad option or
-option value, status 2, as argparse's own); a failure after the display opened is Failed, which
-carries the view to close before the error line; writing the output failing is OutputError
-(Output raises it). `option` reads an option's value as a number or refuses it as a UsageError.
+docs/cli.md, rule EXITS. Every failure of a command ends as a CliError (status 1: the line
+`llamafast CMD: error: kind: message`) or a UsageError (a bad option or option value, status 2,
+as argparse's own: `llamafast CMD: error: message (see 'llamafast CMD --help')`, the line
+CliParser writes for argparse's own usage errors too); a failure after the display opened is
+Failed, which carries the view to close before the error line; writing the output failing is
+OutputError (Output raises it). `option` reads an option's value as a number or refuses it as a
+UsageError. Everything written passes one escape (`shown`, `one_line`: rule TERMINAL).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
-from typing import IO, Any, Protocol
+from typing import IO, Any, NoReturn, Protocol
 
 from .._errors import SHOW
 
 __all__ = [
+    "INTERRUPTED",
     "CliError",
+    "CliParser",
     "Failed",
     "Output",
     "OutputError",
     "UsageError",
+    "error_line",
     "one_line",
     "option",
     "shown",
+    "usage_line",
 ]
+
+INTERRUPTED = 130
+"""The exit status of a command interrupted (Ctrl-C), as a shell gives for SIGINT."""
 
 # docs/cli.md, rule TERMINAL: the terminal shows only what the project writes. A string from
 # the server (the model's text, a tool call's name, id and arguments, a notice or an error
@@ -101,6 +112,26 @@ class Output:
 
     def isatty(self) -> bool:
         return self.out.isatty()
+
+
+def usage_line(prog: str, message: str) -> str:
+    """The one line of a usage error of command `prog` (`llamafast` or `llamafast CMD`)."""
+    return f"{prog}: error: {one_line(message)} (see '{prog} --help')\n"
+
+
+def error_line(prog: str, err: CliError) -> str:
+    """The one line of command `prog` failing with `err`."""
+    if isinstance(err, UsageError):
+        return usage_line(prog, err.message)
+    return f"{prog}: error: {err}\n"
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse, its usage errors one line in the command line's style (status 2, as
+    argparse's own)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, usage_line(self.prog, message))
 
 
 class ClosesOnFailure(Protocol):
