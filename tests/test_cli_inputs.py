@@ -1,7 +1,8 @@
 """The command line under odd input: replay's pacing bounded whatever the timing file says
-(docs/cli.md, rule PACING), deep JSON files ending in the one-line error, and one way to end
-(docs/cli.md, rule EXITS): usage errors exit 2 in one style in every command, failures 1,
-interrupts 130 (`serve` too), diagnostics on stderr and the answer alone on stdout.
+(docs/cli.md, rules PACING and TIMING-FILE), deep JSON files ending in the one-line error (rule
+JSON-FILES), and one way to end (rules EXITS, ONE-LINE, USAGE, INTERRUPT, STREAMS): usage errors
+exit 2 in one style in every command, failures 1, interrupts 130 (`serve` too), diagnostics on
+stderr and the answer alone on stdout.
 
 Replay's pauses are summed through a stand-in `_sleep`, never waited for.
 """
@@ -9,7 +10,6 @@ Replay's pauses are summed through a stand-in `_sleep`, never waited for.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -21,6 +21,7 @@ import pytest
 
 from llamafast import _cli
 from llamafast._cli import _replay
+from test_cli import run_process  # the one way the CLI's tests start it as a process
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 DEEP = 100_000  # past any stack: json.loads raises RecursionError at a few thousand
@@ -46,18 +47,6 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     status = _cli.main(argv)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
-
-
-def run_process(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "llamafast", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
-        check=False,
-    )
 
 
 # --- replay's pacing, bounded whatever the timing file says ----------------------------------
@@ -142,7 +131,8 @@ USAGE = re.compile(r"(?P<prog>llamafast(?: \w+)?): error: [^\n]+ \(see '(?P=prog
         (["serve", "--port", "99999"], "--port must be from 0 to 65535, not 99999"),
         (["serve", "--port", "-1"], "--port must be from 0 to 65535, not -1"),
         (["serve", "--port", "http"], "argument --port: invalid int value: 'http'"),
-        (["serve", "--slots", "0"], "--slots must be from 1 to 1024, not 0"),
+        (["serve", "--slots", "0"], "--slots must be at least 1, not 0"),
+        (["serve", "--slots", "100000000"], "--slots must be at most 1024, not 100000000"),
         (["serve", "--bogus"], "unrecognized arguments: --bogus"),
         (["chat", "--url", "127.0.0.1:8080", "Hi"], "write http://127.0.0.1:8080"),
         (["chat", "--temperature", "hot", "Hi"], "--temperature must be a number, not 'hot'"),

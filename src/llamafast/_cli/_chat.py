@@ -42,7 +42,7 @@ def _json_schema(path: str) -> dict[str, Any]:
             data = file.read()
     except OSError as err:
         raise CliError(type(err).__name__, f"cannot read {path!r}: {err.strerror}") from None
-    try:  # strict (docs/assembler.md, rule STRICT-JSON): nested past MAX_DEPTH is refused too
+    try:  # docs/cli.md, rule JSON-FILES: strict, nested past MAX_DEPTH refused
         schema = parse(data.decode("utf-8"), data)
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
         why = err if isinstance(err, ValueError) else "nested too deep"
@@ -75,7 +75,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _with_options(args: argparse.Namespace, cfg: Config, budget: int | None) -> Config:
     """`cfg` with the options given (and $LLAMA_API_KEY); a bad value is a usage error (2)."""
-    if args.url is not None and "://" not in args.url:  # docs/cli.md, rule EXITS
+    if args.url is not None and "://" not in args.url:  # docs/cli.md, rule USAGE
         raise UsageError(
             "ValueError",
             f"--url needs its scheme: write http://{redact(args.url)} (or https://)",

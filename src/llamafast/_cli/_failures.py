@@ -1,12 +1,12 @@
 """The command line's failures: each one line on stderr, in one style, and its exit status.
 
-docs/cli.md, rule EXITS. Every failure of a command ends as a CliError (status 1: the line
-`llamafast CMD: error: kind: message`) or a UsageError (a bad option or option value, status 2,
-as argparse's own: `llamafast CMD: error: message (see 'llamafast CMD --help')`, the line
-CliParser writes for argparse's own usage errors too); a failure after the display opened is
-Failed, which carries the view to close before the error line; writing the output failing is
-OutputError (Output raises it). `option` reads an option's value as a number or refuses it as a
-UsageError. Everything written passes one escape (`shown`, `one_line`: rule TERMINAL).
+docs/cli.md, rules EXITS and ONE-LINE. Every failure of a command ends as a CliError (status 1:
+the line `llamafast CMD: error: kind: message`) or a UsageError (a bad option or option value,
+status 2, as argparse's own: `llamafast CMD: error: message (see 'llamafast CMD --help')`, the
+line CliParser writes for argparse's own usage errors too); a failure after the display opened
+is Failed, which carries the view to close before the error line; writing the output failing
+is OutputError (Output raises it). `option` reads an option's value as a number or refuses it
+as a UsageError. Everything written passes one escape (`shown`, `one_line`: rule TERMINAL).
 """
 
 from __future__ import annotations

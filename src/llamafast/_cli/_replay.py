@@ -160,7 +160,7 @@ def recorded_reads(name: str | None) -> list[tuple[float, int]]:
             f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): "
             f"{err if isinstance(err, ValueError) else 'nested too deep'}",
         ) from None
-    # docs/cli.md, rule PACING: a time before the request or not a finite number, a negative
+    # docs/cli.md, rule TIMING-FILE: a time before the request or not a finite number, a negative
     # size, is refused; times that go backwards are taken as they come (no pause).
     if any(not (math.isfinite(at) and at >= 0) or size < 0 for at, size in out):
         raise CliError("ValueError", f"{where!r} holds a read at a bad time or of a bad size")
@@ -248,7 +248,7 @@ def replay(args: argparse.Namespace, out: IO[str], side: IO[str]) -> int:
     limit = math.inf
     if delay is None and not reads and not args.no_pace:
         delay, limit = UNTIMED_PACE_S, UNTIMED_LIMIT_S
-    # docs/cli.md, rule EXITS: the answer alone on stdout, the rest on stderr, as in `chat`
+    # docs/cli.md, rule STREAMS: the answer alone on stdout, the rest on stderr, as in `chat`
     view = make_view(args, out, flush=bool(delay or reads), side=side)
     with ExitStack() as stack:
         label, file = open_recording(args.file)

@@ -397,9 +397,9 @@ MAX_SLOTS = 1024
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`llamafast serve`: answer until interrupted; the exit status is returned (docs/cli.md,
-    rule EXITS: a bad option 2 in the command line's one-line style; a failure to listen 1).
-    An interrupt (Ctrl-C) closes the server and goes on up to the command line, which reports
-    it as every command's (130)."""
+    rules SERVE-OPTIONS and EXITS: a bad option 2 in the command line's one-line style; a
+    failure to listen 1). An interrupt (Ctrl-C) closes the server and goes on up to the
+    command line, which reports it as every command's (rule INTERRUPT, 130)."""
     ap = CliParser(
         prog=PROG,
         description="Answer as llama-server does, from recordings of a real one (no model): "
@@ -415,8 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not 0 <= args.port <= 65535:
         ap.error(f"--port must be from 0 to 65535, not {args.port}")
-    if not 1 <= args.slots <= MAX_SLOTS:
-        ap.error(f"--slots must be from 1 to {MAX_SLOTS}, not {args.slots}")
+    if args.slots < 1:
+        ap.error(f"--slots must be at least 1, not {args.slots}")
+    if args.slots > MAX_SLOTS:
+        ap.error(f"--slots must be at most {MAX_SLOTS}, not {args.slots}")
     try:
         server = RecordedServer(args.host, args.port, args.slots, pace=not args.no_pace)
     except (OSError, ValueError) as err:  # ValueError: a host holding a NUL
