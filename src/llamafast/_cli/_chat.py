@@ -11,19 +11,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import os
 import ssl
-import sys
 import time
 from typing import IO, Any
 
 from .._body import build_body
 from .._config import Config
 from .._errors import ConnectError, InferError, SseError
+from .._strict_json import parse
+from .._url import redact
 from .._values import ChatMessage, ChatRequest, System, User
 from ._display import Stats, add_options, make_view
-from ._failures import CliError, Failed, Output, UsageError, option
+from ._failures import CliError, Failed, UsageError, option
 
 __all__ = ["API_KEY_VARIABLE", "CONFIG_FILE", "CONFIG_HELP", "add_parser", "chat"]
 
@@ -38,12 +38,15 @@ CONFIG_HELP = f"read [infer] and [limits] from FILE (default: ./{CONFIG_FILE} wh
 def _json_schema(path: str) -> dict[str, Any]:
     """`response_format` asking for JSON that follows the JSON Schema in the file `path`."""
     try:
-        with open(path, encoding="utf-8") as file:
-            schema = json.load(file)
+        with open(path, "rb") as file:
+            data = file.read()
     except OSError as err:
         raise CliError(type(err).__name__, f"cannot read {path!r}: {err.strerror}") from None
-    except ValueError as err:  # not UTF-8, or not JSON
-        raise CliError("ValueError", f"{path!r} is not a JSON file: {err}") from None
+    try:  # docs/cli.md, rule JSON-FILES: strict, nested past MAX_DEPTH refused
+        schema = parse(data.decode("utf-8"), data)
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
+        why = err if isinstance(err, ValueError) else "nested too deep"
+        raise CliError("ValueError", f"{path!r} is not a JSON file: {why}") from None
     if not isinstance(schema, dict):
         kind = type(schema).__name__
         raise CliError("ValueError", f"{path!r} must hold a JSON Schema object, not a {kind}")
@@ -59,23 +62,25 @@ def _api_key(args: argparse.Namespace, cfg: Config) -> str | None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    """--config FILE, else ./llamafast.toml when there is one, else the defaults."""
+    """--config FILE, else ./llamafast.toml when there is one, else the defaults; a file that
+    cannot be read or holds a bad value is a failure (status 1)."""
     path = args.config
     if path is None and os.path.isfile(CONFIG_FILE):
         path = CONFIG_FILE
-    return Config() if path is None else Config.from_toml(path)
-
-
-def chat(args: argparse.Namespace, out: IO[str]) -> int:
-    if args.any_slot and args.slot is not None:
-        raise UsageError("ValueError", "--slot and --any-slot cannot both be given")
-    slot = None if args.any_slot else option("--slot", args.slot or "0", int)
-    max_tokens = option("--max-tokens", args.max_tokens, int)
-    temperature = option("--temperature", args.temperature, float)
-    seed = option("--seed", args.seed, int)
-    budget = option("--thinking-budget", args.thinking_budget, int)
     try:
-        cfg = _config(args)
+        return Config() if path is None else Config.from_toml(path)
+    except (OSError, ValueError) as err:
+        raise CliError.of(err, "bad configuration: ") from None
+
+
+def _with_options(args: argparse.Namespace, cfg: Config, budget: int | None) -> Config:
+    """`cfg` with the options given (and $LLAMA_API_KEY); a bad value is a usage error (2)."""
+    if args.url is not None and "://" not in args.url:  # docs/cli.md, rule USAGE
+        raise UsageError(
+            "ValueError",
+            f"--url needs its scheme: write http://{redact(args.url)} (or https://)",
+        )
+    try:
         infer = cfg.infer if args.url is None else dataclasses.replace(cfg.infer, url=args.url)
         infer = dataclasses.replace(infer, api_key=_api_key(args, cfg))
         if args.ca_file is not None:
@@ -83,9 +88,20 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
         limits = cfg.limits
         if budget is not None:
             limits = dataclasses.replace(limits, thinking_budget=budget)
-        cfg = Config(infer=infer, limits=limits)
-    except (OSError, ValueError) as err:
-        raise CliError.of(err, "bad configuration: ") from None
+        return Config(infer=infer, limits=limits)
+    except ValueError as err:
+        raise UsageError.of(err, "bad option: ") from None
+
+
+def chat(args: argparse.Namespace, out: IO[str], side: IO[str]) -> int:
+    if args.any_slot and args.slot is not None:
+        raise UsageError("ValueError", "--slot and --any-slot cannot both be given")
+    slot = None if args.any_slot else option("--slot", args.slot or "0", int)
+    max_tokens = option("--max-tokens", args.max_tokens, int)
+    temperature = option("--temperature", args.temperature, float)
+    seed = option("--seed", args.seed, int)
+    budget = option("--thinking-budget", args.thinking_budget, int)
+    cfg = _with_options(args, _config(args), budget)
     messages: list[ChatMessage] = [User(args.prompt)]
     if args.system:
         messages.insert(0, System(args.system))
@@ -107,7 +123,7 @@ def chat(args: argparse.Namespace, out: IO[str]) -> int:
     except (ImportError, AttributeError) as err:
         raise CliError.of(err, "the chat client is not available: ") from None
     # the answer alone on stdout; the status, reasoning and summary on stderr
-    view = make_view(args, out, flush=True, side=Output(sys.stderr))  # type: ignore[arg-type]
+    view = make_view(args, out, flush=True, side=side)
     start = time.perf_counter()
     try:
         with client_cls(cfg).stream(req) as stream:
@@ -189,4 +205,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="trust the CA certificates in FILE for an https:// server (default: the config's)",
     )
     add_options(cp)
-    cp.set_defaults(run=chat)
+    cp.set_defaults(run=chat, command_parser=cp)

@@ -29,7 +29,7 @@ from .._values import (
     ToolCallDelta,
     Waiting,
 )
-from ._failures import CONTROLS, CliError, OutputError
+from ._failures import CliError, OutputError, one_line, shown
 
 __all__ = [
     "JsonView",
@@ -156,18 +156,18 @@ class LiveView:
                 self._show_status(Progress, _progress_line(total, cache, processed, bar=self.live))
             case Reasoning(text):
                 self._enter("reasoning", "thinking", _DIM_ITALIC)
-                self._write(text.translate(CONTROLS))
+                self._write(shown(text))
             case Content(text):
                 self._enter("content", "answer", to=self.out)
-                self._write(text.translate(CONTROLS))
+                self._write(shown(text))
             case ToolCallDelta(index, call_id, name, arguments):
                 title = f"tool call {index}"
                 if name is not None:
-                    title += f": {name}"
+                    title += f": {one_line(name)}"
                 if call_id is not None:
-                    title += f" (id {call_id})"
+                    title += f" (id {one_line(call_id)})"
                 self._enter(index, title, _CYAN, to=self.out)
-                self._write(arguments.translate(CONTROLS))
+                self._write(shown(arguments))
             case Queued(ahead):
                 plural = "request" if ahead == 1 else "requests"
                 self._show_status(Queued, f"queued: {ahead} earlier {plural} for this slot")
@@ -175,7 +175,7 @@ class LiveView:
                 why = "the slot is busy on the server" if slot_busy else "the model is loading"
                 self._show_status(ev, f"waiting: {why}")
             case Retrying(attempt, after_ms, error):
-                self._notice(f"retry {attempt} in {after_ms} ms: {' '.join(error.split())}")
+                self._notice(f"retry {attempt} in {after_ms} ms: {one_line(error)}")
             case ThinkingCapped(tokens):
                 self._notice(f"thinking capped after {tokens} reasoning tokens")
         if self.flush:
@@ -229,7 +229,7 @@ class LiveView:
         timing.append(f"{llamafast.IMPLEMENTATION} implementation")
         rows.append(("time", ", ".join(timing)))
         for key, value in rows:
-            self._write(f"{key:<14} {value.translate(CONTROLS)}\n")
+            self._write(f"{key:<14} {one_line(value)}\n")
         self._flush()
 
     def fail(self, err: CliError) -> None:

@@ -1,10 +1,11 @@
 """The command line: the words read into a command (`replay`, the default; `chat`; `serve`), run,
 and every way it ends turned into an exit status.
 
-0 done; 1 failed (one line on stderr); 2 a usage error (one line, as argparse's); 130
-interrupted (Ctrl-C, at any moment: one line). `serve` is a server, not a display: it is handed
-its own words and parses them itself (_serve.py). A first word that is not a command is the
-FILE of the default command, `replay`, unless it is close to a command's name.
+docs/cli.md, rule EXITS: 0 done; 1 failed (one line on stderr, `llamafast CMD: error: ...`); 2 a
+usage error (one line in the same style, as argparse's); 130 interrupted (Ctrl-C, at any
+moment, in every command: `llamafast: interrupted`). `serve` is a server, not a display: it is
+handed its own words and parses them itself (_serve.py). A first word that is not a command is
+the FILE of the default command, `replay`, unless it is close to a command's name.
 """
 
 from __future__ import annotations
@@ -15,14 +16,23 @@ import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO, Any, cast
+from typing import IO, cast
 
 import llamafast
 
 from . import _chat, _replay
 from ._chat import CONFIG_HELP
 from ._display import JsonView
-from ._failures import CliError, Failed, Output, OutputError
+from ._failures import (
+    INTERRUPTED,
+    CliError,
+    CliParser,
+    Failed,
+    Output,
+    OutputError,
+    error_line,
+    usage_line,
+)
 from ._replay import bundled, is_path
 
 __all__ = ["COMMANDS", "PROG", "main", "parser"]
@@ -31,14 +41,7 @@ PROG = "llamafast"
 COMMANDS = ("replay", "chat", "serve")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, its usage errors one line (status 2, as argparse's own)."""
-
-    def error(self, message: str) -> Any:
-        self.exit(2, f"{PROG}: {message} (see '{self.prog} --help')\n")
-
-
-def _unknown_command(word: str) -> CliError | None:
+def _unknown_command(word: str) -> str | None:
     """A first word that is neither a command, an option, a file nor a bundled recording, but
     close to a command's name: named as a mistyped command."""
     if word.startswith("-") or is_path(word) or word in bundled():
@@ -46,16 +49,14 @@ def _unknown_command(word: str) -> CliError | None:
     guess = difflib.get_close_matches(word.lower(), COMMANDS, n=1, cutoff=0.6)
     if not guess:
         return None
-    return CliError(
-        "",
-        f"unknown command {word!r} (choose from {', '.join(COMMANDS)}); did you mean {guess[0]!r}?",
-    )
+    names = ", ".join(COMMANDS)
+    return f"unknown command {word!r} (choose from {names}); did you mean {guess[0]!r}?"
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line's words: the top level's options, then each command's (its module's
     `add_parser`)."""
-    top: argparse.ArgumentParser = _Parser(
+    top: argparse.ArgumentParser = CliParser(
         prog=PROG,
         description="Watch llama-server chat completions stream: replay a recording, or chat.",
     )
@@ -97,21 +98,26 @@ def _first_word(words: list[str]) -> int:
     return at
 
 
-def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None
+) -> int:
     """Run the command line; the exit status is returned: 0 done, 1 failed (one line on
     stderr), 2 a usage error (one line, as argparse's), 130 interrupted (Ctrl-C, at any
-    moment: one line)."""
+    moment: one line). The answer goes to `out` (default: stdout), everything else to `err`
+    (default: stderr)."""
     try:
-        return _run(argv, out)
+        return _run(argv, out, err)
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        print(f"{PROG}: interrupted", file=sys.stderr if err is None else err)
+        return INTERRUPTED
 
 
-def _run(argv: Sequence[str] | None, out: IO[str] | None) -> int:
+def _run(argv: Sequence[str] | None, out: IO[str] | None, err: IO[str] | None) -> int:
     out = sys.stdout if out is None else out
-    if out is sys.stdout and hasattr(out, "reconfigure"):
-        out.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
+    err = sys.stderr if err is None else err
+    for stream in (out, err):
+        if stream in (sys.stdout, sys.stderr) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")  # a terminal that cannot show a character
     words = list(sys.argv[1:] if argv is None else argv)
     at = _first_word(words)
     first = words[at] if at < len(words) else None
@@ -122,40 +128,45 @@ def _run(argv: Sequence[str] | None, out: IO[str] | None) -> int:
     if first is not None and first not in (*COMMANDS, "-h", "--help", "--version"):
         unknown = _unknown_command(first)
         if unknown is not None:
-            print(f"{PROG}: {unknown.message}", file=sys.stderr)
+            err.write(usage_line(PROG, unknown))
             return 2
     if first is None or first not in (*COMMANDS, "-h", "--help", "--version"):
         words.insert(at, "replay")  # replay is the main job
-    args = parser().parse_args(words)
-    sink = cast(IO[str], Output(out))  # the views use write, flush and isatty only
+    args, extra = parser().parse_known_args(words)
+    if extra:  # named by the command's own parser, so the line names the command
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    # the views use write, flush and isatty only
+    sink, side = cast(IO[str], Output(out)), cast(IO[str], Output(err))
     try:
         try:
-            status: int = args.run(args, sink)
+            status: int = args.run(args, sink, side)
         except KeyboardInterrupt as stop:  # before the display opened
             raise CliError("KeyboardInterrupt", "interrupted") from stop
-    except CliError as err:
-        return _failed(err, args, sink, out)
+    except CliError as failure:
+        return _failed(failure, args, sink, out, err)
     return status
 
 
-def _failed(err: CliError, args: argparse.Namespace, sink: IO[str], out: IO[str]) -> int:
-    """The exit status of a command that failed with `err`, its view closed (or, for --json,
-    its error line written) first and its one line on stderr."""
-    cause = err.cause if isinstance(err, Failed) else err
+def _failed(
+    failure: CliError, args: argparse.Namespace, sink: IO[str], out: IO[str], err: IO[str]
+) -> int:
+    """The exit status of a command that failed with `failure`, its view closed (or, for
+    --json, its error line written) first and its one line on `err`."""
+    cause = failure.cause if isinstance(failure, Failed) else failure
     try:
-        if isinstance(err, Failed):
-            err.view.fail(err)
+        if isinstance(failure, Failed):
+            failure.view.fail(failure)
         elif args.json:
-            JsonView(sink, flush=True).fail(err)
+            JsonView(sink, flush=True).fail(failure)
     except OutputError as failed:
         cause = failed
     if isinstance(cause, OutputError):
         _drop_output(out)
         if cause.broken:  # `llamafast replay | head`: the reader left; nothing to say
             return 1
-        err = cause
-    if err.kind == "KeyboardInterrupt":
-        print(f"{PROG}: {err.message}", file=sys.stderr)
-        return 130
-    print(f"{PROG}: {err}", file=sys.stderr)
-    return err.status
+        failure = cause
+    if failure.kind == "KeyboardInterrupt":
+        err.write(f"{PROG}: {failure.message}\n")
+        return INTERRUPTED
+    err.write(error_line(f"{PROG} {args.command}", failure))
+    return failure.status

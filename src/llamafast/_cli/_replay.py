@@ -48,6 +48,10 @@ UNTIMED_PACE_S = 0.02
 UNTIMED_LIMIT_S = 1.5
 """The most time a recording without timing spends pausing: the rest goes at full speed."""
 
+DELAY_LIMIT_S = 60.0
+"""The longest --delay: a pause per event longer than a minute is a mistake (and past what
+time.sleep takes, a crash)."""
+
 _sleep = time.sleep  # the tests stand a fake in
 
 
@@ -105,13 +109,15 @@ class _PacedFile(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        if not self.left:
+        while not self.left:  # a recorded read of 0 bytes is a pause, not the file's end
             if not self.reads:
                 return self.file.readinto(buffer)  # type: ignore[attr-defined,no-any-return]
             at_ms, self.left = self.reads.pop()
-            pause = (at_ms - self.at_ms) * self.scale / 1000
-            self.at_ms = at_ms
-            if pause > 0:
+            # docs/cli.md, rule PACING: the recording's clock never goes back, so the pauses
+            # add up to its latest time (times the scale), whatever order the times come in.
+            if at_ms > self.at_ms:
+                pause = (at_ms - self.at_ms) * self.scale / 1000
+                self.at_ms = at_ms
                 start = time.perf_counter()
                 _sleep(pause)
                 self.slept += time.perf_counter() - start
@@ -122,7 +128,8 @@ class _PacedFile(io.RawIOBase):
 
 
 def paced(file: IO[bytes], reads: list[tuple[float, int]]) -> _PacedFile:
-    """`file` read at the recorded pace, sped up to last at most PACE_LIMIT_S."""
+    """`file` read at the recorded pace, sped up to last at most PACE_LIMIT_S (the pauses add
+    up to the latest time, _PacedFile.readinto)."""
     total_s = max((at for at, _ in reads), default=0.0) / 1000
     scale = min(1.0, PACE_LIMIT_S / total_s) if total_s > 0 else 1.0
     return _PacedFile(file, reads, scale)
@@ -147,12 +154,15 @@ def recorded_reads(name: str | None) -> list[tuple[float, int]]:
         out = parse_reads(read())
     except OSError as err:
         raise CliError(type(err).__name__, f"cannot read {where!r}: {err.strerror}") from None
-    except (ValueError, TypeError, AttributeError) as err:
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep, a bad read
         raise CliError(
             "ValueError",
-            f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): {err}",
+            f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): "
+            f"{err if isinstance(err, ValueError) else 'nested too deep'}",
         ) from None
-    if any(not math.isfinite(at) or size < 0 for at, size in out):
+    # docs/cli.md, rule TIMING-FILE: a time before the request or not a finite number, a negative
+    # size, is refused; times that go backwards are taken as they come (no pause).
+    if any(not (math.isfinite(at) and at >= 0) or size < 0 for at, size in out):
         raise CliError("ValueError", f"{where!r} holds a read at a bad time or of a bad size")
     return out
 
@@ -217,7 +227,7 @@ def _check_head(label: str, response: http.client.HTTPResponse) -> None:
         )
 
 
-def replay(args: argparse.Namespace, out: IO[str]) -> int:
+def replay(args: argparse.Namespace, out: IO[str], side: IO[str]) -> int:
     if args.list:
         for name in bundled():
             default, timed = name == DEFAULT_RECORDING, bool(recorded_reads(name))
@@ -228,15 +238,18 @@ def replay(args: argparse.Namespace, out: IO[str]) -> int:
             out.write(line + "\n")
         return 0
     delay = option("--delay", args.delay, float)
-    if delay is not None and delay < 0:
-        raise UsageError("ValueError", f"--delay must be at least 0, not {args.delay!r}")
+    if delay is not None and not 0 <= delay <= DELAY_LIMIT_S:
+        raise UsageError(
+            "ValueError", f"--delay must be from 0 to {DELAY_LIMIT_S:g} seconds, not {args.delay!r}"
+        )
     # --delay (even 0) replaces the recorded pacing; --no-pace turns it off. A recording
     # without timing goes at a steady modest pace, its pauses capped at UNTIMED_LIMIT_S.
     reads = [] if args.no_pace or delay is not None else recorded_reads(args.file)
     limit = math.inf
     if delay is None and not reads and not args.no_pace:
         delay, limit = UNTIMED_PACE_S, UNTIMED_LIMIT_S
-    view = make_view(args, out, flush=bool(delay or reads))
+    # docs/cli.md, rule STREAMS: the answer alone on stdout, the rest on stderr, as in `chat`
+    view = make_view(args, out, flush=bool(delay or reads), side=side)
     with ExitStack() as stack:
         label, file = open_recording(args.file)
         stack.callback(file.close)
@@ -292,4 +305,4 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="go at full speed, ignoring the recorded pacing",
     )
     add_options(rp)
-    rp.set_defaults(run=replay)
+    rp.set_defaults(run=replay, command_parser=rp)

@@ -17,7 +17,6 @@ and within bounds, a capped pool of threads answers whole ones (`_serve_loop`, `
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._recordings import BUNDLED, SERVE, split
+from ._failures import CliError, CliParser, error_line
 from ._serve_loop import MAX_OPEN, WORKERS, LoopServer
 from ._serve_reader import MAX_BODY, MAX_HEAD, REQUEST_DEADLINE, Request, raw_response, read_request
 
@@ -380,9 +380,16 @@ def _set_total_slots(body: bytes, slots: int) -> bytes:
     return re.sub(rb'"total_slots":\d+', b'"total_slots":%d' % slots, body, count=1)
 
 
+MAX_SLOTS = 1024
+"""The most slots `serve` is started with (each is a line in every /slots answer)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """`llamafast serve`: answer until interrupted; the exit status is returned."""
-    ap = argparse.ArgumentParser(
+    """`llamafast serve`: answer until interrupted; the exit status is returned (docs/cli.md,
+    rules SERVE-OPTIONS and EXITS: a bad option 2 in the command line's one-line style; a
+    failure to listen 1). An interrupt (Ctrl-C) closes the server and goes on up to the
+    command line, which reports it as every command's (rule INTERRUPT, 130)."""
+    ap = CliParser(
         prog=PROG,
         description="Answer as llama-server does, from recordings of a real one (no model): "
         "chat with reasoning, a tool call, JSON-schema output, /health, /slots, /props, a busy "
@@ -391,20 +398,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--host", default="127.0.0.1", help="the address (default: 127.0.0.1)")
     ap.add_argument("--port", type=int, default=8080, help="the port (default: 8080; 0: any)")
-    ap.add_argument("--slots", type=int, default=2, metavar="N", help="slots (default: 2)")
+    ap.add_argument(
+        "--slots", type=int, default=2, metavar="N", help=f"slots, 1 to {MAX_SLOTS} (default: 2)"
+    )
     ap.add_argument("--no-pace", action="store_true", help="answer at once, not as recorded")
     args = ap.parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        ap.error(f"--port must be from 0 to 65535, not {args.port}")
     if args.slots < 1:
         ap.error(f"--slots must be at least 1, not {args.slots}")
+    if args.slots > MAX_SLOTS:
+        ap.error(f"--slots must be at most {MAX_SLOTS}, not {args.slots}")
     try:
         server = RecordedServer(args.host, args.port, args.slots, pace=not args.no_pace)
-    except OSError as err:
-        print(f"{PROG}: cannot listen on {args.host}:{args.port}: {err}", file=sys.stderr)
+    except (OSError, ValueError) as err:  # ValueError: a host holding a NUL
+        failed = CliError.of(err, f"cannot listen on {args.host}:{args.port}: ")
+        sys.stderr.write(error_line(PROG, failed))
         return 1
     with server:
         print(f"{PROG}: {server.url} ({args.slots} slots, recorded answers)", flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+        server.serve_forever()
     return 0

@@ -17,6 +17,8 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import IO
 
+from .._strict_json import parse
+
 __all__ = ["BUNDLED", "HTTP", "SERVE", "TIMING", "Folder", "parse_reads", "split"]
 
 HTTP = ".http"
@@ -29,11 +31,26 @@ TIMING = ".timing.json"
 def parse_reads(data: bytes) -> list[tuple[float, int]]:
     """The reads ((ms, bytes) each) a timing file's bytes record; [] when it names none.
 
-    Raises ValueError when `data` is not JSON (or a number is not one), TypeError or
-    AttributeError when it is not of that shape."""
-    timing = json.loads(data)
-    reads = timing["reads_ms_bytes"] if "reads_ms_bytes" in timing else []
-    return [(float(at), int(size)) for at, size in reads]
+    Raises ValueError when `data` is not strict JSON (docs/assembler.md, rule STRICT-JSON: no
+    NaN, no nesting past MAX_DEPTH) or a read is not `[ms, bytes]`: two numbers, the bytes an
+    integer (a bool is neither)."""
+    timing = parse(data.decode("utf-8"), data)
+    if not isinstance(timing, dict):
+        raise ValueError(f"a JSON object holds the reads, not {type(timing).__name__}")
+    reads = timing.get("reads_ms_bytes", [])
+    if not isinstance(reads, list):
+        raise ValueError(f"reads_ms_bytes is a list, not {type(reads).__name__}")
+    out = []
+    for read in reads:
+        if not (
+            isinstance(read, list)
+            and len(read) == 2
+            and all(isinstance(n, int | float) and not isinstance(n, bool) for n in read)
+            and isinstance(read[1], int)
+        ):
+            raise ValueError(f"a read is [ms, bytes], not {json.dumps(read)[:40]}")
+        out.append((float(read[0]), read[1]))
+    return out
 
 
 def split(raw: bytes) -> tuple[bytes, bytes]:
