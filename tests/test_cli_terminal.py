@@ -98,7 +98,7 @@ def test_a_retry_notice_and_a_tool_call_show_the_servers_strings_escaped(
     assert status == 0, err
     assert_clean(out, err)
     notice = next(line for line in err.splitlines() if line.startswith("retry 1 in 1 ms: "))
-    assert f"503: no slot {SHOWN_OSC}\\x9b2J available" in notice
+    assert f"503 to POST /v1/chat/completions: no slot {SHOWN_OSC}\\x9b2J available" in notice
     assert f"--- tool call 0: read{SHOWN_OSC}file (id id\\x1b[2J\\x9b2J) ---" in err
     assert "p\\x1b[2J" in out  # the arguments
     assert f"model          tiny{SHOWN_OSC}\n" in err  # the summary
