@@ -13,7 +13,7 @@ from typing import Any
 from .._config import Limits
 from .._errors import LoadTimeoutError, ProtocolError, cut, http_error, server_message
 from .._values import ModelInfo, ServerProps
-from ._answers import json_object, model_entry, read_models, read_props
+from ._answers import count_of, json_object, model_entry, read_models, read_props
 from ._commands import Phase, Sleep
 from ._exchange import Exchange, poll_delays
 from ._session import INPUT_TOKENS_PATH, MAX_ERROR_BODY, MAX_SLOTS_BODY, MAX_VECTORS_BODY, Core
@@ -65,11 +65,7 @@ class ServerCall(Exchange):
                 "POST", INPUT_TOKENS_PATH, MAX_ERROR_BODY, None, body
             )
             if status == 200:
-                count = json_object(text, f"POST {INPUT_TOKENS_PATH}").get("input_tokens")
-                if type(count) is not int:
-                    raise ProtocolError(
-                        f"POST {INPUT_TOKENS_PATH} answered no token count: {cut(text)}"
-                    )
+                count = count_of(text, f"POST {INPUT_TOKENS_PATH}", "input_tokens")
                 core.input_tokens = True
                 return count
             if status != 404:
