@@ -240,3 +240,29 @@ def test_embed_s_parallelism_probe_of_a_deep_slots_answer_fails_quietly(
     finally:
         server.stop()
     assert e.shape == (3, 2) and server.count(path="/v1/embeddings") == 3
+
+
+# --- bounded fan-out (docs/client.md, rule FAN-OUT) -------------------------------------------
+
+
+def slow_embeddings(path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    time.sleep(0.002)  # answers overlap, so the connections the client keeps open show
+    return embed_handler(dim=3)(path, body)
+
+
+@pytest.mark.parametrize("max_connections", [None, 4, 1])
+def test_embed_opens_at_most_max_connections_whatever_slots_claims(
+    client_class: Any, max_connections: int | None
+) -> None:
+    # A server that lists 5,000 slots, 2,400 texts in 300 batches: AsyncClient sends at most
+    # max_connections (32 unless set) at once, Client one; the rows in order either way.
+    texts = [f"t{i}" for i in range(2400)]
+    bound = 32 if max_connections is None else max_connections  # API.md: 32 by default
+    given = {} if max_connections is None else {"max_connections": max_connections}
+    limits = Limits(embed_batch=8, wait_timeout=30.0, retries=0, **given)
+    with EmbedServer(slow_embeddings, slots=5000) as server:
+        e = run(client_class, server.url, lambda c: c.embed(texts, limits=limits))
+    assert 1 <= server.most <= bound, server.most
+    assert len(server.bodies) == 300
+    assert e.shape == (2400, 3)
+    assert [list(e[i]) for i in (0, 1, 2399)] == [vector_for(t, 3) for t in ("t0", "t1", "t2399")]

@@ -208,8 +208,10 @@ class EmbedPlan:
         )
 
     def width(self, slots: int | None) -> int:
-        """Requests at once: one per server slot (one when the slot count is unknown)."""
-        return max(1, min(slots or 1, len(self.batches)))
+        """Requests at once: one per server slot (one when the slot count is unknown), at
+        most `max_connections` whatever /slots claims (docs/client.md, rule FAN-OUT). The one
+        place a call's connections to its server are bounded."""
+        return max(1, min(slots or 1, len(self.batches), self.limits.max_connections))
 
 
 def rerank_body(
