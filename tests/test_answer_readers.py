@@ -182,5 +182,5 @@ def test_an_answer_nested_100_000_deep_is_a_protocol_error_naming_the_answer(rea
     "data", [b'{"results":[]}\xff', b'\xef\xbb\xbf{"results":[]}', b'{"results":["\xed\xa0\x80"]}']
 )
 def test_a_rerank_answer_that_is_not_utf8_is_a_protocol_error(data: bytes) -> None:
-    with pytest.raises(ProtocolError, match="^POST /rerank answered something that is not JSON"):
+    with pytest.raises(ProtocolError, match=r"^POST /rerank answered something that is not JSON"):
         read_ranked(data, DOCS, None)

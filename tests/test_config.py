@@ -22,7 +22,7 @@ def test_defaults_match_api_md() -> None:
     assert cfg.infer == InferConfig("http://127.0.0.1:8080", "default", 0.6, 0.95, 20)
     assert cfg.limits.max_tokens == 4096
     assert cfg.limits.max_line == 1 << 20
-    assert cfg.limits.max_connections == 32  # API.md, "Connections, resumed streams"
+    assert cfg.limits.max_connections == 32  # docs/client.md, rule FAN-OUT
 
 
 def test_config_is_immutable_and_compares_by_value() -> None:

@@ -257,7 +257,7 @@ def test_embed_opens_at_most_max_connections_whatever_slots_claims(
     # A server that lists 5,000 slots, 2,400 texts in 300 batches: AsyncClient sends at most
     # max_connections (32 unless set) at once, Client one; the rows in order either way.
     texts = [f"t{i}" for i in range(2400)]
-    bound = 32 if max_connections is None else max_connections  # API.md: 32 by default
+    bound = 32 if max_connections is None else max_connections  # 32 by default (FAN-OUT)
     given = {} if max_connections is None else {"max_connections": max_connections}
     limits = Limits(embed_batch=8, wait_timeout=30.0, retries=0, **given)
     with EmbedServer(slow_embeddings, slots=5000) as server:

@@ -119,7 +119,8 @@ def _too_deep(raw: bytes) -> bool:
     steps = _STRING.sub(b"", raw).translate(_BRACKET_STEPS, _NOT_BRACKET)
     if steps.count(2) <= MAX_DEPTH:
         return False
-    return max(accumulate(map(sub, steps, repeat(1)))) > MAX_DEPTH
+    deepest: int = max(accumulate(map(sub, steps, repeat(1))))
+    return deepest > MAX_DEPTH
 
 
 def _has_lone_surrogate(value: Any) -> bool:
