@@ -22,6 +22,7 @@ def test_defaults_match_api_md() -> None:
     assert cfg.infer == InferConfig("http://127.0.0.1:8080", "default", 0.6, 0.95, 20)
     assert cfg.limits.max_tokens == 4096
     assert cfg.limits.max_line == 1 << 20
+    assert cfg.limits.max_connections == 32  # docs/client.md, rule FAN-OUT
 
 
 def test_config_is_immutable_and_compares_by_value() -> None:
@@ -106,6 +107,7 @@ def test_wrong_types_are_rejected_naming_key_and_file(tmp_path: Path, text: str,
         ("[limits]\nmax_line = 0\n", "limits.max_line"),
         ("[limits]\nstall_timeout = 0\n", "limits.stall_timeout"),
         ("[limits]\nretries = -1\n", "limits.retries"),
+        ("[limits]\nmax_connections = 0\n", "limits.max_connections"),
         ("[limits]\nthinking_budget = 100\nthinking_hard_cap = 50\n", "limits.thinking_hard_cap"),
         ("[limits]\nretry_base_ms = 500\nretry_max_ms = 100\n", "limits.retry_max_ms"),
     ],
@@ -159,6 +161,11 @@ def test_a_missing_file_is_an_os_error(tmp_path: Path) -> None:
         (lambda: Limits(max_line=-5), "limits.max_line"),
         (lambda: InferConfig(top_k=True), "infer.top_k"),
         (lambda: Config(limits="big"), "limits"),
+        (lambda: Limits(max_connections=0), "limits.max_connections"),
+        (lambda: Limits(max_connections=-1), "limits.max_connections"),
+        (lambda: Limits(max_connections=2.0), "limits.max_connections"),
+        (lambda: Limits(max_connections=True), "limits.max_connections"),
+        (lambda: Limits(max_connections="8"), "limits.max_connections"),
     ],
 )
 def test_constructing_a_bad_config_directly_fails_the_same_way(make: Any, key: str) -> None:

@@ -459,6 +459,67 @@ def test_a_hostile_head_is_a_protocol_error(case: str) -> None:
     assert_same(runs)
 
 
+DEEP = b"[" * 5000 + b"]" * 5000  # json would recurse 5,000 times: a RecursionError once
+
+
+def deep_answer(doc: bytes) -> Script:
+    """A 200 whose JSON body is `doc` (a member of it nested 5,000 deep)."""
+    return answer(raw_response(200, "OK", doc))
+
+
+def test_a_deep_slots_answer_before_sending_is_a_protocol_error() -> None:
+    """wait_for_slot = false asks /slots before the chat: an answer nested 5,000 deep is
+    ProtocolError naming /slots (docs/client.md, rule WHOLE), the chat never sent."""
+    runs = everywhere(
+        lambda: {SLOTS: deep_answer(b'[{"id":0,"is_processing":false,"x":%s}]' % DEEP)},
+        chat(slot=0),
+        HANG,
+        wait_for_slot=False,
+    )
+    assert_error(runs, ProtocolError)
+    for run in runs:
+        assert str(run.out.error).startswith(
+            "GET /slots answered something that is not JSON (nested deeper than 256)"
+        ), f"{run.name}: {run.out.error}"
+        assert run.server.count("POST", CHAT) == 0
+    assert_same(runs)
+
+
+def test_a_deep_slots_answer_to_the_late_first_byte_probe_is_ignored() -> None:
+    """The probe of a late first byte only says whether to emit Waiting: an answer nested
+    5,000 deep tells nothing, and the chat goes on to its end."""
+    runs = everywhere(
+        lambda: {
+            CHAT: Script((Send(CONTENT, after=0.3),)),
+            SLOTS: deep_answer(b'{"x":%s}' % DEEP),
+        },
+        chat(),  # slot=None: no /slots before sending, only the probe
+        HANG,
+        slot_check_delay=0.05,
+    )
+    for run in runs:
+        assert run.out.error is None, f"{run.name} raised {run.out.error!r}"
+        assert run.server.count("GET", SLOTS) >= 1, f"{run.name} never asked /slots"
+    assert_same(runs)
+
+
+def test_a_deep_control_answer_is_a_protocol_error() -> None:
+    """The thinking budget's control answer nested 5,000 deep: ProtocolError naming the
+    control endpoint, the same from every client."""
+    runs = everywhere(
+        lambda: {CHAT: reasoning_then_hold(), CONTROL: deep_answer(b'{"success":%s}' % DEEP)},
+        chat(thinking=True),
+        HANG,
+        thinking_budget=1,
+    )
+    assert_error(runs, ProtocolError)
+    for run in runs:
+        assert str(run.out.error).startswith(
+            "the control endpoint answered something that is not JSON (nested deeper than 256)"
+        ), f"{run.name}: {run.out.error}"
+    assert_same(runs)
+
+
 # --- 4. interim answers ---------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ import pytest
 
 import llamafast
 import llamafast.pure
+from _embed import EmbedServer, embed_handler, vector_for
+from _embed import answer as embeddings_answer
 from _hostile import HostileServer, Script, answer
 from _loopback import raw_response
 from llamafast import (
@@ -162,3 +164,105 @@ def test_a_connection_refused_before_any_answer_is_retried(
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, not listening: refused
         err = fail(client_class, url, call[1])
     assert type(err) is ConnectError, repr(err)
+
+
+# --- one strict reader (docs/client.md, rule WHOLE; docs/assembler.md, rule STRICT-JSON) ------
+
+# What no whole answer may hold, wherever it is: each is refused as a stream's chunk would be.
+HOSTILE = {
+    "nested 5,000 deep": "[" * 5000 + "]" * 5000,
+    "an integer of 400 digits": "9" * 400,
+    "1e400": "1e400",
+    "NaN": "NaN",
+    "-Infinity": "-Infinity",
+    "a lone surrogate escape": '"\\ud800"',
+}
+# Each call's good answer, with a member the reader does not read: "x" (HOSTILE goes there).
+GOOD = {
+    "props": {**PROPS, "x": 0},
+    "models": {"data": [{"id": "m"}], "x": 0},
+    "count_tokens": {"input_tokens": 3, "x": 0},
+    "rerank": {"results": [{"index": 0, "relevance_score": 0.5}], "x": 0},
+}
+WHAT = {
+    "props": "GET /props",
+    "models": "GET /models",
+    "count_tokens": "POST /v1/chat/completions/input_tokens",
+    "rerank": "POST /rerank",
+}
+
+
+def with_member(doc: dict[str, Any], value: str) -> bytes:
+    """`doc` as JSON, its member "x" written as `value` (text that json.dumps cannot write)."""
+    return json.dumps(doc).replace('"x": 0', f'"x": {value}').encode()
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+@pytest.mark.parametrize("name", GOOD)
+def test_a_whole_answer_that_is_not_strict_json_is_protocol_error_naming_the_call(
+    serve: Any, client_class: Any, name: str, hostile: str
+) -> None:
+    path, do = CALLS[name]
+    body = with_member(GOOD[name], HOSTILE[hostile])
+    server = serve(path, answer(raw_response(200, "OK", body)))
+    err = fail(client_class, server.url, do)
+    assert type(err) is ProtocolError, repr(err)
+    assert str(err).startswith(f"{WHAT[name]} answered something that is not JSON ("), str(err)
+    asked_once(server, path)
+
+
+@pytest.mark.parametrize("score", ["9" * 400, "-" + "9" * 400, "1e400", "NaN"])
+def test_a_rerank_score_out_of_range_is_protocol_error(
+    serve: Any, client_class: Any, score: str
+) -> None:
+    body = b'{"results":[{"index":0,"relevance_score":%s}]}' % score.encode()
+    server = serve("/rerank", answer(raw_response(200, "OK", body)))
+    err = fail(client_class, server.url, lambda c: c.rerank("q", ["a"]))
+    assert type(err) is ProtocolError, repr(err)
+    assert str(err).startswith("POST /rerank answered something that is not JSON ("), str(err)
+
+
+def test_embed_s_parallelism_probe_of_a_deep_slots_answer_fails_quietly(
+    serve: Any, client_class: Any
+) -> None:
+    # /slots only tells how many batches may run at once: an answer that is not JSON leaves it
+    # at one, and the embeddings come as they would (AsyncClient asks; Client sends in turn).
+    deep = raw_response(200, "OK", HOSTILE["nested 5,000 deep"].encode())
+    server = HostileServer(
+        {
+            "/slots": answer(deep),
+            "/v1/embeddings": answer(raw_response(200, "OK", embeddings_answer([[1.0, 2.0]]))),
+        }
+    ).start()
+    one_each = Limits(embed_batch=1, wait_timeout=2.0, stall_timeout=1.0, retries=0)
+    try:
+        e = run(client_class, server.url, lambda c: c.embed(["a", "b", "c"], limits=one_each))
+    finally:
+        server.stop()
+    assert e.shape == (3, 2) and server.count(path="/v1/embeddings") == 3
+
+
+# --- bounded fan-out (docs/client.md, rule FAN-OUT) -------------------------------------------
+
+
+def slow_embeddings(path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    time.sleep(0.002)  # answers overlap, so the connections the client keeps open show
+    return embed_handler(dim=3)(path, body)
+
+
+@pytest.mark.parametrize("max_connections", [None, 4, 1])
+def test_embed_opens_at_most_max_connections_whatever_slots_claims(
+    client_class: Any, max_connections: int | None
+) -> None:
+    # A server that lists 5,000 slots, 2,400 texts in 300 batches: AsyncClient sends at most
+    # max_connections (32 unless set) at once, Client one; the rows in order either way.
+    texts = [f"t{i}" for i in range(2400)]
+    bound = 32 if max_connections is None else max_connections  # 32 by default (FAN-OUT)
+    given = {} if max_connections is None else {"max_connections": max_connections}
+    limits = Limits(embed_batch=8, wait_timeout=30.0, retries=0, **given)
+    with EmbedServer(slow_embeddings, slots=5000) as server:
+        e = run(client_class, server.url, lambda c: c.embed(texts, limits=limits))
+    assert 1 <= server.most <= bound, server.most
+    assert len(server.bodies) == 300
+    assert e.shape == (2400, 3)
+    assert [list(e[i]) for i in (0, 1, 2399)] == [vector_for(t, 3) for t in ("t0", "t1", "t2399")]

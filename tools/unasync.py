@@ -42,9 +42,11 @@ PHRASES = [
         "    _parallel: ClassVar[bool] = False  # the requests of one embed call: one at a time",
     ),
     (
-        "`limits.embed_batch` texts, as many at a time as the server has slots, each asking",
-        "`limits.embed_batch` texts, one after the other (AsyncClient sends as many at a\n"
-        "        time as the server has slots), each asking",
+        "`limits.embed_batch` texts, as many at a time as the server has slots (at most\n"
+        "        `limits.max_connections`), each asking",
+        "`limits.embed_batch` texts, one after the other (the event-loop client sends\n"
+        "        as many at a time as the server has slots, at most `limits.max_connections`), each"
+        " asking",
     ),
     (
         """

@@ -285,7 +285,14 @@ class Limits:
         1,
         1 << 20,
         doc="texts per embeddings request; an `embed` call of more sends several, in order "
-        "(as many at a time as the server has slots)",
+        "(as many at a time as the server has slots, at most max_connections)",
+    )
+    max_connections: int = _r(
+        32,
+        1,
+        1 << 16,
+        doc="connections open to one server at once for one call, whatever its /slots "
+        "claims (docs/client.md, rule FAN-OUT)",
     )
 
     def __post_init__(self) -> None:

@@ -1,7 +1,9 @@
 """Payloads parsed as strictly as simdjson parses them (docs/assembler.md, rule STRICT-JSON),
 with the standard library's json: the pure assembler parses each chunk with `parse`, the Cython
 one asks it about the payloads its parser rejects for their depth, and `ToolCall.parse_arguments`
-parses arguments with it. It imports no other module of the package but `_limits`.
+parses arguments with it; every whole answer of the server (/slots, /props, /models, counts,
+control, rerank) is read by `parse_answer`, which is `parse` for a text or its UTF-8. It imports
+no other module of the package but `_limits`.
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ import json
 import math
 import re
 from collections.abc import Callable
+from itertools import accumulate, repeat
+from operator import sub
 from typing import Any, Final
 
 from ._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
-__all__ = ["parse", "reject_constant"]
+__all__ = ["parse", "parse_answer", "reject_constant"]
 
 # --- strict JSON (docs/assembler.md, rule STRICT-JSON) -----------------------------------------
 # json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
@@ -27,14 +31,22 @@ __all__ = ["parse", "reject_constant"]
 #   "e000"       an exponent of 3 or more digits: every other float is below 1e117;
 #   "\\ud"       a \uDxxx escape, the only way to write a surrogate in valid UTF-8;
 #   "{" * 257    more than MAX_DEPTH opening brackets, needed to nest that deep.
-# Only a payload that shows one of them pays for the exact check (integer and float hooks, or a
-# walk of the parsed value); strings that merely look like that pass the exact check.
+# Only a payload that shows one of them pays for the exact check (integer and float hooks, the
+# depth count, a walk of the parsed value); strings that merely look like that pass it.
+# The depth is counted BEFORE json parses (json recurses once per level, so a payload some
+# thousand deep would be a RecursionError whose depth depends on the caller's stack): the
+# strings cut out of the bytes, the brackets left counted as a running sum, no recursion.
 
 _MARKS: Final = bytes.maketrans(b"0123456789ED[", b"0000000000ed{")
 _DIGIT_RUN: Final = b"0" * 19
 _LONG_EXPONENT: Final = b"e000"
 _SURROGATE_ESCAPE: Final = b"\\ud"
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# A string to its closing quote (or to the end, when it has none: the payload is not JSON then,
+# and the brackets after it are not counted); possessive, so one pass whatever the input.
+_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*+"?', re.DOTALL)
+_BRACKET_STEPS: Final = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")  # minus 1: +1 or -1
+_NOT_BRACKET: Final = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def reject_constant(name: str) -> Any:
@@ -64,8 +76,11 @@ _CHECKED: Final = json.JSONDecoder(
 
 
 def parse(text: str, raw: bytes) -> Any:
-    """`text` (whose UTF-8 is `raw`) parsed as strictly as simdjson would; ValueError if not."""
+    """`text` (whose UTF-8 is `raw`) parsed as strictly as simdjson would; ValueError if not,
+    at any depth (never RecursionError)."""
     marks = raw.translate(_MARKS, b"+-")
+    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH and _too_deep(raw):
+        raise ValueError(f"nested deeper than {MAX_DEPTH}")
     if _DIGIT_RUN in marks or _LONG_EXPONENT in marks:
         value = _CHECKED.decode(text)
     else:
@@ -75,29 +90,37 @@ def parse(text: str, raw: bytes) -> Any:
             end = -1
         if end != len(text):  # white space around it, or not JSON: the full, reporting path
             value = _DECODER.decode(text)
-    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH:
-        if _depth(value) > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH}")
     if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(value):
         raise ValueError("a lone surrogate escape")
     return value
 
 
-def _depth(value: Any) -> int:
-    """How deep objects and arrays nest in `value` (a scalar is 0); iterative, any depth."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, dict):
-            node = node.values()
-        elif not isinstance(node, list):
-            continue
-        deepest = max(deepest, level)
-        # only the containers go on the stack: a tuple per number of a long list of them would
-        # cost time and leave the allocator's heap fragmented (an embeddings answer of numbers)
-        stack.extend((child, level + 1) for child in node if isinstance(child, (dict, list)))
-    return deepest
+def parse_answer(data: str | bytes) -> Any:
+    """A whole answer of the server, its text or its bytes (which must be UTF-8), parsed by
+    `parse`; ValueError if it is not strict JSON (a lone surrogate, bytes that are not UTF-8)."""
+    if isinstance(data, str):
+        text = data
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a lone surrogate") from None
+    else:
+        raw = data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"not UTF-8 ({err.reason})") from None
+    return parse(text, raw)
+
+
+def _too_deep(raw: bytes) -> bool:
+    """Whether the brackets of `raw` outside its strings nest deeper than MAX_DEPTH: a
+    running sum of +1 per opening, -1 per closing one, in C loops (no recursion, any depth)."""
+    steps = _STRING.sub(b"", raw).translate(_BRACKET_STEPS, _NOT_BRACKET)
+    if steps.count(2) <= MAX_DEPTH:
+        return False
+    deepest: int = max(accumulate(map(sub, steps, repeat(1))))
+    return deepest > MAX_DEPTH
 
 
 def _has_lone_surrogate(value: Any) -> bool:

@@ -168,7 +168,8 @@ class AsyncClient:
         """The embedding of each of `texts`, in order, as one float32 buffer (`Embeddings`).
 
         POST /v1/embeddings (llama-server started with `--embeddings`) in batches of
-        `limits.embed_batch` texts, as many at a time as the server has slots, each asking
+        `limits.embed_batch` texts, as many at a time as the server has slots (at most
+        `limits.max_connections`), each asking
         for base64 float32, decoded straight into the one buffer (a server that answers
         lists of numbers is read too). A vector of the wrong length, a value that is not
         finite, an index missing or repeated: ProtocolError naming the text. A server that

@@ -1,12 +1,13 @@
 # Strategy: what the server's whole answers mean, as pure functions of their text: each reader
-# checks the answer's shape and turns it into the library's values, and an answer that is not
-# what the call expects is ProtocolError quoting it (cut). The mapping of a stream's reader
+# parses the answer with the one strict reader (`read_json`: STRICT-JSON, as a stream's chunk
+# is parsed, so no answer can raise a builtin exception), checks its shape and turns it into
+# the library's values; an answer that is not what the call expects is ProtocolError quoting it
+# (cut). The mapping of a stream's reader
 # faults to the clients' errors (STREAM-ERRORS) lives here too: it is a reading of what came.
 """The readers of the server's whole answers, and the mapping of a stream's faults."""
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -27,18 +28,21 @@ from .._errors import (
     server_message,
     shown_body,
 )
-from .._strict_json import reject_constant
+from .._limits import COUNT_MAX
+from .._strict_json import parse_answer
 from .._values import ModelInfo, Ranked, ServerProps
 
 __all__ = [
     "check_slot",
     "control_accepted",
+    "count_of",
     "describe",
     "is_loading",
     "json_object",
     "map_stream_error",
     "model_entry",
     "not_served",
+    "read_json",
     "read_models",
     "read_props",
     "read_ranked",
@@ -52,13 +56,23 @@ def is_loading(status: int, body: str) -> bool:
     return status == 503 and server_message(body) == "Loading model"
 
 
+def read_json(text: str | bytes, what: str) -> Any:
+    """The whole answer `text` (its text, or its bytes) to `what` ("GET /slots"), parsed as
+    strictly as a stream's chunk (docs/assembler.md, rule STRICT-JSON: nesting at most 256,
+    integers within 64 bits, finite numbers, no NaN, no lone surrogate); else ProtocolError
+    naming `what` and quoting the answer, whatever the input (docs/client.md, rule WHOLE)."""
+    try:
+        return parse_answer(text)
+    except ValueError as err:
+        raise ProtocolError(
+            f"{what} answered something that is not JSON ({err}): {cut(text)}"
+        ) from None
+
+
 def read_slots(text: str) -> dict[int, bool]:
     """The 200 answer of GET /slots as {slot position: is processing}. Only `id` and
     `is_processing` are read; an answer that is not a list of slots is ProtocolError."""
-    try:
-        slots = json.loads(text)
-    except ValueError:
-        slots = None
+    slots = read_json(text, "GET /slots")
     if not isinstance(slots, list) or not all(isinstance(s, dict) for s in slots):
         raise ProtocolError(
             f"GET /slots answered something that is not a list of slots: {cut(text)}"
@@ -72,13 +86,20 @@ def read_slots(text: str) -> dict[int, bool]:
 
 
 def json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        answer = json.loads(text)
-    except (ValueError, RecursionError):
-        answer = None
+    """The whole answer `text` to `what`, which must be a JSON object (`read_json`)."""
+    answer = read_json(text, what)
     if not isinstance(answer, dict):
         raise ProtocolError(f"{what} answered something that is not a JSON object: {cut(text)}")
     return answer
+
+
+def count_of(text: str, what: str, key: str) -> int:
+    """The count `key` of the object `text` answered to `what`: an int from 0 to COUNT_MAX
+    (docs/assembler.md, rule COUNTS), else ProtocolError."""
+    count = json_object(text, what).get(key)
+    if type(count) is not int or not 0 <= count <= COUNT_MAX:
+        raise ProtocolError(f"{what} answered no token count: {cut(text)}")
+    return count
 
 
 def read_props(text: str) -> ServerProps:
@@ -155,10 +176,7 @@ def control_accepted(status: int, body: str) -> bool:
     is the server refusing the request: HttpError."""
     if status != 200:
         raise HttpError(status, body)
-    try:
-        answer = json.loads(body)
-    except ValueError:
-        answer = None
+    answer = read_json(body, "the control endpoint")
     if not isinstance(answer, dict) or not isinstance(answer.get("success"), bool):
         raise ProtocolError(f"the control endpoint answered without a success flag: {cut(body)}")
     return bool(answer["success"])
@@ -206,10 +224,7 @@ def read_ranked(text: bytes, count: int, top_n: int | None) -> tuple[Ranked, ...
     """The 200 answer of /rerank as Ranked, in the server's order. Each result needs an int
     `index` among the `count` documents, not repeated, and a finite number
     `relevance_score`; at most `top_n` of them (every document when it is None)."""
-    try:
-        doc = json.loads(text, parse_constant=reject_constant)
-    except (ValueError, RecursionError):
-        raise ProtocolError(f"the rerank answer is not valid JSON: {cut(text)}") from None
+    doc = read_json(text, "POST /rerank")
     results = doc.get("results") if isinstance(doc, dict) else None
     if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
         raise ProtocolError(f"the rerank answer has no `results` list of objects: {cut(text)}")

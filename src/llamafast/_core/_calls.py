@@ -13,7 +13,7 @@ from typing import Any
 from .._config import Limits
 from .._errors import HttpError, LoadTimeoutError, ProtocolError, cut, server_message
 from .._values import ModelInfo, ServerProps
-from ._answers import json_object, model_entry, not_served, read_models, read_props
+from ._answers import count_of, json_object, model_entry, not_served, read_models, read_props
 from ._commands import Phase, Sleep
 from ._exchange import Exchange, poll_delays
 from ._session import INPUT_TOKENS_PATH, MAX_ERROR_BODY, MAX_SLOTS_BODY, MAX_VECTORS_BODY, Core
@@ -65,11 +65,7 @@ class ServerCall(Exchange):
                 "POST", INPUT_TOKENS_PATH, MAX_ERROR_BODY, None, body
             )
             if status == 200:
-                count = json_object(text, f"POST {INPUT_TOKENS_PATH}").get("input_tokens")
-                if type(count) is not int:
-                    raise ProtocolError(
-                        f"POST {INPUT_TOKENS_PATH} answered no token count: {cut(text)}"
-                    )
+                count = count_of(text, f"POST {INPUT_TOKENS_PATH}", "input_tokens")
                 core.input_tokens = True
                 return count
             if status != 404:
@@ -213,8 +209,10 @@ class EmbedPlan:
         )
 
     def width(self, slots: int | None) -> int:
-        """Requests at once: one per server slot (one when the slot count is unknown)."""
-        return max(1, min(slots or 1, len(self.batches)))
+        """Requests at once: one per server slot (one when the slot count is unknown), at
+        most `max_connections` whatever /slots claims (docs/client.md, rule FAN-OUT). The one
+        place a call's connections to its server are bounded."""
+        return max(1, min(slots or 1, len(self.batches), self.limits.max_connections))
 
 
 def rerank_body(
