@@ -38,7 +38,7 @@ from llamafast import (
     TruncatedError,
     WaitTimeoutError,
 )
-from llamafast._errors import HandshakeClosed, HandshakeTimeout
+from llamafast._errors import HandshakeClosed, HandshakeTimeout, server_message
 
 SSE_ERRORS = [
     SseIoError,
@@ -386,3 +386,26 @@ def test_http_error_picks_the_overflow_by_its_type() -> None:
     other = OVERFLOW.replace("exceed_context_size_error", "invalid_request_error")
     assert type(http_error(400, other)) is HttpError
     assert type(http_error(400, "not json")) is HttpError
+
+
+def _nested_beside_error(depth: int) -> str:
+    return '{"error":{"message":"m"},"x":' + "[" * depth + "]" * depth + "}"
+
+
+def _at_stack_depth(frames: int, fn: Any) -> Any:
+    """fn() called `frames` Python frames deeper than here."""
+    return fn() if frames == 0 else _at_stack_depth(frames - 1, fn)
+
+
+@pytest.mark.parametrize("depth", [300, 5_000, 100_000])
+def test_an_error_body_nested_past_the_bound_has_no_message_at_any_stack_depth(
+    depth: int,
+) -> None:
+    # STRICT-JSON for every whole answer, error bodies too: json.loads read the message of a
+    # body nested 300 deep, and raised RecursionError (no message) from about 1,000, or less
+    # on a deeper stack; the verdict is now the same wherever it is asked
+    body = _nested_beside_error(depth)
+    assert server_message(body) is None
+    assert _at_stack_depth(800, lambda: server_message(body)) is None
+    assert server_message(_nested_beside_error(250)) == "m"
+    assert _at_stack_depth(800, lambda: server_message(_nested_beside_error(250))) == "m"

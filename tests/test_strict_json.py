@@ -115,3 +115,18 @@ def test_a_chunk_nested_thousands_deep_is_refused_alike_by_both_twins(
 def test_tool_arguments_nested_thousands_deep_are_refused_for_their_depth() -> None:
     with pytest.raises(ProtocolError, match="nested deeper than 256"):
         ToolCall("c1", "f", arrays(20_000)).parse_arguments()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("checked", [False, True], ids=["plain", "checked"])
+def test_a_payload_within_the_bound_is_read_on_a_deep_stack(shape: str, checked: bool) -> None:
+    # within MAX_DEPTH the value is read however deep the caller's stack already is (on 3.11
+    # json counts the caller's frames: 800 of them and 256 levels were a RecursionError)
+    text = SHAPES[shape](MAX_DEPTH)
+    if checked:  # a 19-digit run sends the payload through the range-checking decoder
+        text = SHAPES[shape](MAX_DEPTH - 1)
+        text = f"[{text},1234567890123456789]"
+    expected = parse(text, text.encode())
+    assert at_stack_depth(sys.getrecursionlimit() - 200, lambda: parse(text, text.encode())) == (
+        expected
+    )

@@ -13,10 +13,11 @@ bug, not the stream's).
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
 import urllib.parse
+
+from ._strict_json import parse_answer
 
 __all__ = [
     "BusyError",
@@ -390,10 +391,11 @@ class ProtocolError(InferError):
 
 
 def _server_error(body: str) -> dict[str, object] | None:
-    """The `error` object of a llama-server error body, or None when it has none."""
+    """The `error` object of a llama-server error body, or None when it has none. The body is
+    read as every whole answer is (STRICT-JSON): the verdict never depends on the stack."""
     try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
+        parsed = parse_answer(body)
+    except ValueError:
         return None
     if isinstance(parsed, dict):
         error = parsed.get("error")

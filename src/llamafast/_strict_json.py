@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import sub
@@ -81,17 +82,42 @@ def parse(text: str, raw: bytes) -> Any:
     marks = raw.translate(_MARKS, b"+-")
     if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH and _too_deep(raw):
         raise ValueError(f"nested deeper than {MAX_DEPTH}")
-    if _DIGIT_RUN in marks or _LONG_EXPONENT in marks:
-        value = _CHECKED.decode(text)
-    else:
-        try:
-            value, end = _SCAN(text, 0)  # the C scanner alone: no Python frame on the way
-        except StopIteration:
-            end = -1
-        if end != len(text):  # white space around it, or not JSON: the full, reporting path
-            value = _DECODER.decode(text)
+    decoder = _CHECKED if _DIGIT_RUN in marks or _LONG_EXPONENT in marks else None
+    try:
+        if decoder is not None:
+            value = decoder.decode(text)
+        else:
+            try:
+                value, end = _SCAN(text, 0)  # the C scanner alone: no Python frame on the way
+            except StopIteration:
+                end = -1
+            if end != len(text):  # white space around it, or not JSON: the full, reporting path
+                value = _DECODER.decode(text)
+    except RecursionError:  # within MAX_DEPTH, but the caller's stack was already deep
+        value = _on_a_fresh_stack(decoder or _DECODER, text)
     if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(value):
         raise ValueError("a lone surrogate escape")
+    return value
+
+
+def _on_a_fresh_stack(decoder: json.JSONDecoder, text: str) -> Any:
+    """decoder.decode(text) on a thread of its own: Python counts recursion per thread, so a
+    value within MAX_DEPTH is read whatever the depth of the caller's stack (CPython 3.11 counts
+    the caller's frames against json's recursion; later versions count C frames alone)."""
+    outcome: list[Any] = []
+
+    def decode() -> None:
+        try:
+            outcome.append((True, decoder.decode(text)))
+        except Exception as err:  # handed to the caller as it is
+            outcome.append((False, err))
+
+    worker = threading.Thread(target=decode, name="llamafast-json")
+    worker.start()
+    worker.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
     return value
 
 
