@@ -19,7 +19,7 @@ import llamafast
 import llamafast.pure
 from _embed import EmbedServer, embed_handler, vector_for
 from _embed import answer as embeddings_answer
-from _hostile import HostileServer, Script, answer
+from _hostile import HostileServer, Script, answer, silent
 from _loopback import raw_response
 from llamafast import (
     Config,
@@ -78,8 +78,8 @@ def call(request: pytest.FixtureRequest) -> tuple[str, Callable[[Any], Any]]:
     return CALLS[request.param]
 
 
-def run(client_class: Any, url: str, do: Callable[[Any], Any]) -> Any:
-    limits = Limits(
+def run(client_class: Any, url: str, do: Callable[[Any], Any], limits: Limits | None = None) -> Any:
+    limits = limits or Limits(
         retries=2,
         retry_base_ms=5,
         retry_max_ms=10,
@@ -100,9 +100,11 @@ def run(client_class: Any, url: str, do: Callable[[Any], Any]) -> Any:
     return asyncio.run(main())
 
 
-def fail(client_class: Any, url: str, do: Callable[[Any], Any]) -> BaseException:
+def fail(
+    client_class: Any, url: str, do: Callable[[Any], Any], limits: Limits | None = None
+) -> BaseException:
     with pytest.raises(Exception) as info:  # each test names the one it expects
-        run(client_class, url, do)
+        run(client_class, url, do, limits)
     return info.value
 
 
@@ -164,6 +166,20 @@ def test_a_connection_refused_before_any_answer_is_retried(
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # bound, not listening: refused
         err = fail(client_class, url, call[1])
     assert type(err) is ConnectError, repr(err)
+
+
+def test_a_small_request_never_answered_names_connect_timeout(
+    serve: Any, client_class: Any
+) -> None:
+    # errors that say what to do: the limit a user raises for a slow /props is connect_timeout
+    server = serve("/props", silent())
+    limits = Limits(retries=0, connect_timeout=0.2)
+    err = fail(client_class, server.url, lambda c: c.props(), limits)
+    assert type(err) is ConnectError, repr(err)
+    assert (
+        "GET /props was not answered within connect_timeout (0.2 s); to wait longer, raise "
+        "connect_timeout (Limits.connect_timeout, or connect_timeout in [limits])"
+    ) in str(err)
 
 
 # --- one strict reader (docs/client.md, rule WHOLE; docs/assembler.md, rule STRICT-JSON) ------

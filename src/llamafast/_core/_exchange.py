@@ -264,7 +264,7 @@ class Exchange:
             if not (yield from self._receive_until(conn, answered, first_by, what)):
                 if computed:
                     raise WaitTimeoutError(limits.wait_timeout)
-                raise TimeoutError(f"{what} was not answered in time")
+                raise TimeoutError(_unanswered(what, first_by - start, limits.connect_timeout))
             seconds = limits.stall_timeout if computed else first_by - start
             rest_by = clock() + seconds if computed else first_by
             # The limit a StalledError names: the one to raise for more time.
@@ -388,3 +388,14 @@ class Exchange:
             parts += conn.early
             conn.early = []
         return b"".join(parts)[:MAX_ERROR_BODY]
+
+
+def _unanswered(what: str, waited: float, connect_timeout: float) -> str:
+    """Why a small request failed late, naming the limit to raise: connect_timeout, unless the
+    deadline of the request it serves came first."""
+    if waited < connect_timeout:
+        return f"{what} was not answered before the deadline of the request it serves"
+    return (
+        f"{what} was not answered within connect_timeout ({connect_timeout:g} s); to wait "
+        "longer, raise connect_timeout (Limits.connect_timeout, or connect_timeout in [limits])"
+    )
