@@ -219,6 +219,44 @@ def test_tool_parameters_that_are_not_json_are_a_value_error() -> None:
         build_body(CFG, ChatRequest(slot=0, messages=[User("hi")], tools=[bad]))
 
 
+def test_a_message_s_name_is_sent_after_its_content_and_left_out_when_none() -> None:
+    named = [System("s", "house"), User("u", "ann"), Assistant("a", "r", (), "bot")]
+    got = body(ChatRequest(0, named))
+    assert got["messages"] == [
+        {"role": "system", "content": "s", "name": "house"},
+        {"role": "user", "content": "u", "name": "ann"},
+        {"role": "assistant", "content": "a", "name": "bot", "reasoning_content": "r"},
+    ]
+    assert list(got["messages"][2]) == ["role", "content", "name", "reasoning_content"]
+    assert "name" not in body(ChatRequest(0, [System("s"), User("u")]))["messages"][1]
+
+
+def test_an_empty_message_list_is_refused_saying_so() -> None:
+    with pytest.raises(ValueError) as err:
+        build_body(CFG, ChatRequest(0, []))
+    assert str(err.value) == "messages is empty: a chat request needs at least one message"
+
+
+def test_the_reasoning_fields_are_sent_only_when_set_before_the_template_kwargs() -> None:
+    assert "reasoning_effort" not in body(ChatRequest(0, HI))
+    assert "reasoning_budget_tokens" not in body(ChatRequest(0, HI))
+    got = body(ChatRequest(0, HI, reasoning_effort="high", reasoning_budget_tokens=-1))
+    assert (got["reasoning_effort"], got["reasoning_budget_tokens"]) == ("high", -1)
+    assert list(got)[-3:] == ["reasoning_effort", "reasoning_budget_tokens", "chat_template_kwargs"]
+    for effort in ("none", "minimal", "low", "medium", "high", "xhigh", "max"):
+        assert body(ChatRequest(0, HI, reasoning_effort=effort))["reasoning_effort"] == effort
+    top = 2**31 - 1  # the server's own bounds: -1 (its default budget) to INT32_MAX
+    assert body(ChatRequest(0, HI, reasoning_budget_tokens=top))["reasoning_budget_tokens"] == top
+
+
+def test_reasoning_effort_none_with_thinking_on_is_refused_as_a_contradiction() -> None:
+    with pytest.raises(ValueError) as err:
+        build_body(CFG, ChatRequest(0, HI, thinking=True, reasoning_effort="none"))
+    assert str(err.value) == (
+        "reasoning_effort 'none' turns thinking off, but thinking=True turns it on: give one"
+    )
+
+
 def test_a_lone_surrogate_is_a_value_error_not_a_body_that_cannot_be_sent() -> None:
     with pytest.raises(ValueError, match="Unicode"):
         build_body(CFG, ChatRequest(slot=0, messages=[User("bad \ud800 text")]))
@@ -447,6 +485,7 @@ def test_an_empty_extra_is_the_same_as_none() -> None:
         "timings_per_token", "reasoning_control", "chat_template_kwargs", "sse_ping_interval",
         "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "tool_choice",
         "response_format", "grammar", "stream_options", "logprobs", "top_logprobs",
+        "reasoning_effort", "reasoning_budget_tokens",
     ],
 )  # fmt: skip
 def test_extra_may_not_set_a_field_the_library_writes(key: str) -> None:
@@ -492,6 +531,13 @@ def test_extra_keys_must_be_strings() -> None:
         ({"logprobs": True, "top_logprobs": -1}, "top_logprobs", "at least 0, not -1"),
         ({"logprobs": True, "top_logprobs": 2.0}, "top_logprobs", "an integer, not 2.0"),
         ({"logprobs": True, "top_logprobs": True}, "top_logprobs", "an integer, not True"),
+        ({"reasoning_effort": "hot"}, "reasoning_effort", "one of 'none', 'minimal', 'low', "),
+        ({"reasoning_effort": "High"}, "reasoning_effort", "'max', not 'High'"),
+        ({"reasoning_effort": 1}, "reasoning_effort", "a string, not 1"),
+        ({"reasoning_budget_tokens": -2}, "reasoning_budget_tokens", "at least -1, not -2"),
+        ({"reasoning_budget_tokens": 2**31}, "reasoning_budget_tokens", "at most 2147483647"),
+        ({"reasoning_budget_tokens": 1.0}, "reasoning_budget_tokens", "an integer, not 1.0"),
+        ({"reasoning_budget_tokens": True}, "reasoning_budget_tokens", "an integer, not True"),
     ],
 )
 def test_a_bad_value_is_a_value_error_naming_the_field(
@@ -543,6 +589,8 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
             grammar="root ::= x",
             logprobs=True,
             top_logprobs=3,
+            reasoning_effort="low",
+            reasoning_budget_tokens=100,
             extra={"z": 1, "a": 2},
         )
 
@@ -552,7 +600,8 @@ def test_every_field_set_gives_identical_bytes_for_equal_requests_in_a_fixed_ord
         "model", "messages", "tools", "cache_prompt", "stream", "return_progress",
         "timings_per_token", "reasoning_control", "stream_options", "max_tokens", "temperature",
         "top_p", "top_k", "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
-        "logprobs", "top_logprobs", "chat_template_kwargs", "a", "z",
+        "logprobs", "top_logprobs", "reasoning_effort", "reasoning_budget_tokens",
+        "chat_template_kwargs", "a", "z",
     ]  # fmt: skip
 
 
@@ -562,7 +611,8 @@ ORDER = [
     "model", "messages", "tools", "id_slot", "cache_prompt", "stream", "return_progress",
     "timings_per_token", "reasoning_control", "stream_options", "max_tokens", "temperature",
     "top_p", "top_k", "min_p", "seed", "stop", "tool_choice", "response_format", "grammar",
-    "logprobs", "top_logprobs", "chat_template_kwargs", "sse_ping_interval",
+    "logprobs", "top_logprobs", "reasoning_effort", "reasoning_budget_tokens",
+    "chat_template_kwargs", "sse_ping_interval",
 ]  # fmt: skip
 UNIT = st.floats(min_value=0, max_value=1, allow_nan=False)
 
@@ -590,6 +640,8 @@ def requests(draw: st.DrawFn) -> ChatRequest:
         grammar=draw(maybe() | st.text(max_size=10)),
         logprobs=logprobs,
         top_logprobs=draw(maybe() | st.integers(0, 20)) if logprobs else None,
+        reasoning_effort=draw(maybe() | st.sampled_from(["low", "medium", "high"])),
+        reasoning_budget_tokens=draw(maybe() | st.integers(-1, 1 << 20)),
         extra=draw(
             maybe()
             | st.dictionaries(
@@ -628,3 +680,5 @@ def test_any_valid_request_gives_its_fields_in_order_and_the_same_bytes_again(
     assert got.get("stop") == (list(req.stop) or None)
     assert got.get("logprobs") == (req.logprobs or None)
     assert got.get("top_logprobs") == req.top_logprobs
+    assert got.get("reasoning_effort") == req.reasoning_effort
+    assert got.get("reasoning_budget_tokens") == req.reasoning_budget_tokens

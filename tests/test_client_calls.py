@@ -143,6 +143,40 @@ def test_a_bad_message_is_refused_before_anything_is_sent(call: Run, server: Rep
     assert server.requests == []
 
 
+def test_an_openai_sdk_s_call_reaches_the_server_as_llama_server_reads_it(
+    call: Run, server: ReplayServer
+) -> None:
+    # docs/request-body.md, OPENAI-SHAPE: developer, name, assistant text parts and
+    # max_completion_tokens, as the openai SDK sends them today.
+    messages = [
+        {"role": "developer", "content": "be brief", "name": "house"},
+        {"role": "user", "content": "hi", "name": "ann"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+        {"role": "user", "content": "again"},
+    ]
+    out = call(make_cfg(server), messages, max_completion_tokens=9, reasoning_effort="low")
+    assert out.error is None
+    (log,) = server.chat_logs()
+    assert log.body["messages"] == [
+        {"role": "system", "content": "be brief", "name": "house"},
+        {"role": "user", "content": "hi", "name": "ann"},
+        {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+        {"role": "user", "content": "again"},
+    ]
+    assert (log.body["max_tokens"], log.body["reasoning_effort"]) == (9, "low")
+    assert "max_completion_tokens" not in log.body
+
+
+def test_an_empty_message_list_or_both_token_caps_are_refused_before_anything_is_sent(
+    call: Run, server: ReplayServer
+) -> None:
+    err = call(make_cfg(server), []).error
+    assert isinstance(err, ValueError) and str(err).startswith("messages is empty")
+    err = call(make_cfg(server), [User("hi")], max_tokens=3, max_completion_tokens=3).error
+    assert isinstance(err, ValueError) and "max_tokens and max_completion_tokens" in str(err)
+    assert server.requests == []
+
+
 def test_parts_reach_the_server_in_content_part_shape(call: Run, server: ReplayServer) -> None:
     png = b"\x89PNG\r\n\x1a\n" + bytes(20)
     out = call(make_cfg(server), [User([Text("what?"), Image(png, "image/png")])])

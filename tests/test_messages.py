@@ -222,9 +222,45 @@ def test_openai_content_parts_convert_to_parts() -> None:
         ({"role": "bot", "content": "x"}, ValueError, r"messages\[1\]\['role'\] is 'bot'"),
         ({"role": "user"}, ValueError, r"messages\[1\] has no 'content'"),
         (
-            {"role": "user", "content": "x", "name": "bob"},
+            {"role": "tool", "tool_call_id": "c", "content": "x", "name": "bob"},
             ValueError,
-            r"messages\[1\] has the key 'name', which is not one of role, content",
+            r"messages\[1\] has the key 'name', which is not one of role, content, tool_call_id$",
+        ),
+        (
+            {"role": "user", "content": "x", "name": 5},
+            TypeError,
+            r"messages\[1\]\['name'\] must be a string, not int: 5$",
+        ),
+        (
+            {"role": "developer", "content": "x", "name": ""},
+            ValueError,
+            r"messages\[1\]\['name'\] is empty",
+        ),
+        (
+            {"role": "developer", "content": "x", "tool_call_id": "c"},
+            ValueError,
+            r"messages\[1\] has the key 'tool_call_id', which is not one of role, content, name$",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "u"}}]},
+            ValueError,
+            r"messages\[1\]\['content'\]\[0\]\['type'\] is 'image_url': an assistant's content "
+            r"parts are 'text' only",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "text", "text": "a", "x": 1}]},
+            ValueError,
+            r"messages\[1\]\['content'\]\[0\] has the key 'x'",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "text"}]},
+            ValueError,
+            r"messages\[1\]\['content'\]\[0\] has no 'text'",
+        ),
+        (
+            {"role": "assistant", "content": []},
+            ValueError,
+            r"messages\[1\]\['content'\] is an empty list",
         ),
         (
             {"role": "user", "content": 5},
@@ -320,6 +356,47 @@ def test_messages_must_be_a_list() -> None:
         to_messages("hi")
 
 
+def test_a_name_is_kept_on_every_role_openai_gives_one_and_sent_unchanged() -> None:
+    got = to_messages(
+        [
+            {"role": "system", "content": "rules", "name": "house"},
+            {"role": "developer", "content": "be brief", "name": "dev"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ann"},
+            {"role": "assistant", "content": "hello", "name": "bot"},
+        ]
+    )
+    assert got == (
+        System("rules", "house"),
+        System("be brief", "dev"),
+        User([Text("hi")], "ann"),
+        Assistant("hello", name="bot"),
+    )
+    assert messages_of(*got) == [
+        {"role": "system", "content": "rules", "name": "house"},
+        {"role": "system", "content": "be brief", "name": "dev"},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ann"},
+        {"role": "assistant", "content": "hello", "name": "bot"},
+    ]
+
+
+def test_developer_is_the_system_role_and_gives_the_system_message_s_bytes() -> None:
+    (dev,) = to_messages([{"role": "developer", "content": [{"type": "text", "text": "s"}]}])
+    assert dev == System([Text("s")])
+    as_system = to_messages([{"role": "system", "content": [{"type": "text", "text": "s"}]}])
+    assert build_body(CFG, ChatRequest(None, [dev])) == build_body(
+        CFG, ChatRequest(None, as_system)
+    )
+
+
+def test_assistant_text_parts_are_kept_and_sent_as_parts() -> None:
+    # llama-server reads an assistant's text parts itself (joined with "\n" for a template that
+    # takes only strings, handed on as parts to one that takes them): sent as they came.
+    parts = [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]
+    (msg,) = to_messages([{"role": "assistant", "content": parts, "tool_calls": []}])
+    assert msg == Assistant([Text("one"), Text("two")])
+    assert messages_of(msg) == [{"role": "assistant", "content": parts}]
+
+
 # --- openai-shaped tools and the call's fields -------------------------------------------------
 
 
@@ -345,6 +422,11 @@ def test_openai_tool_dicts_convert_to_tool_schemas() -> None:
         to_tools([{"type": "function", "function": {}}])
     with pytest.raises(ValueError, match=r"tools\[0\]\['type'\] is 'web'"):
         to_tools([{"type": "web", "function": {"name": "f"}}])
+    with pytest.raises(TypeError) as err:
+        to_tools([{"type": "function", "function": {"name": "f", "parameters": "notadict"}}])
+    assert str(err.value) == (
+        "tools[0]['function']['parameters'] must be a dict, not str: 'notadict'"
+    )
 
 
 def test_chat_request_from_messages_and_fields_leaves_the_slot_to_the_server() -> None:
@@ -360,6 +442,26 @@ def test_chat_request_from_messages_and_fields_leaves_the_slot_to_the_server() -
     )
     assert chat_request([User("x")], {"slot": 1}).slot == 1
     assert "id_slot" not in body(req)
+
+
+def test_max_completion_tokens_is_max_tokens_and_both_are_refused_naming_both() -> None:
+    req = chat_request([User("x")], {"max_completion_tokens": 7})
+    assert req == ChatRequest(None, (User("x"),), max_tokens=7)
+    assert body(req)["max_tokens"] == 7 and "max_completion_tokens" not in body(req)
+    with pytest.raises(ValueError) as err:
+        chat_request([User("x")], {"max_completion_tokens": 7, "max_tokens": 7})
+    assert str(err.value) == (
+        "max_tokens and max_completion_tokens are the same field (max_completion_tokens is the "
+        "openai SDK's name for it): give one"
+    )
+    req = ChatRequest(0, [User("x")])
+    with pytest.raises(TypeError, match="its fields go in it, not as keywords: max_completion"):
+        chat_request(req, {"max_completion_tokens": 3})
+
+
+def test_the_reasoning_fields_are_keywords_of_the_call() -> None:
+    req = chat_request([User("x")], {"reasoning_effort": "none", "reasoning_budget_tokens": 64})
+    assert (req.reasoning_effort, req.reasoning_budget_tokens) == ("none", 64)
 
 
 def test_chat_request_refuses_an_unknown_field_and_fields_beside_a_request() -> None:
@@ -424,7 +526,10 @@ PARTS_OR_TEXT = "a string or a list of content parts (text, image_url, input_aud
             f"must be {PARTS_OR_TEXT}, not dict: {{'type': 'text', 'text': 'hi'}}",
         ),
         ({"role": "tool", "tool_call_id": "c", "content": 7}, "must be a string, not int: 7"),
-        ({"role": "assistant", "content": 7}, "must be a string or None, not int: 7"),
+        (
+            {"role": "assistant", "content": 7},
+            "must be a string, a list of text parts or None, not int: 7",
+        ),
     ],
 )
 def test_a_content_of_the_wrong_type_names_every_accepted_type(

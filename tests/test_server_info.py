@@ -260,6 +260,29 @@ def test_count_tokens_sends_the_chat_body_to_input_tokens(
     assert fake.log[1][2] == fake.log[0][2]
 
 
+def test_count_tokens_takes_the_openai_names_and_refuses_an_empty_list(
+    make: Callable[[Config], Any], fake: Fake
+) -> None:
+    fake.routes[("POST", "/v1/chat/completions/input_tokens")] = lambda _: (
+        200,
+        {"input_tokens": 4},
+    )
+    client = make(config(fake.url))
+    messages = [
+        {"role": "developer", "content": "s", "name": "n"},
+        {"role": "user", "content": "u"},
+    ]
+    assert call(client, "count_tokens", messages, max_completion_tokens=5) == 4
+    sent = fake.log[0][2]
+    assert sent["max_tokens"] == 5 and "max_completion_tokens" not in sent
+    assert sent["messages"][0] == {"role": "system", "content": "s", "name": "n"}
+    with pytest.raises(ValueError, match=r"^messages is empty"):
+        call(client, "count_tokens", [])
+    with pytest.raises(ValueError, match="max_tokens and max_completion_tokens"):
+        call(client, "count_tokens", [User("u")], max_tokens=5, max_completion_tokens=5)
+    assert len(fake.log) == 1
+
+
 def test_count_tokens_without_input_tokens_applies_the_template_then_tokenizes(
     make: Callable[[Config], Any], fake: Fake
 ) -> None:

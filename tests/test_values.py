@@ -56,6 +56,9 @@ EXAMPLES: list[Any] = [
     Image(url="https://x/y.png"),
     Audio(b"RIFF", "wav"),
     Assistant("a", "r", (ToolCall("i", "n", "{}"),)),
+    Assistant([Text("a"), Text("b")], None, (), "bot"),
+    System("s", "rules"),
+    User([Text("u")], "ann"),
     Tool("id", "c"),
     Timings(1, 2, 3),
     Usage(10, 5, 2),
@@ -168,6 +171,50 @@ def test_chat_request_keyword_fields_default_to_unset_and_slot_may_be_none() -> 
     assert (req.stop, req.response_format, req.grammar, req.extra) == ((), None, None, None)
     with pytest.raises(TypeError):
         ChatRequest(0, [User("x")], (), False, 5)  # type: ignore[misc]  # keyword only
+
+
+def test_chat_request_reasoning_fields_default_to_unset() -> None:
+    req = ChatRequest(None, [User("x")], reasoning_effort="low", reasoning_budget_tokens=0)
+    assert (req.reasoning_effort, req.reasoning_budget_tokens) == ("low", 0)
+    unset = ChatRequest(None, [User("x")])
+    assert (unset.reasoning_effort, unset.reasoning_budget_tokens) == (None, None)
+
+
+def test_a_message_s_name_is_kept_and_none_by_default() -> None:
+    assert (System("s").name, User("u").name, Assistant("a").name) == (None, None, None)
+    assert System("s", "rules").name == "rules"
+    assert User([Text("u")], name="ann") == User((Text("u"),), "ann")
+    assert Assistant("a", name="bot").name == "bot"
+
+
+@pytest.mark.parametrize("cls", [System, User, Assistant])
+def test_a_name_that_is_not_a_non_empty_string_is_refused_naming_it(cls: Any) -> None:
+    with pytest.raises(TypeError, match=rf"^{cls.__name__}\.name must be a string or None, not 5$"):
+        cls("x", name=5)
+    with pytest.raises(ValueError, match=rf"^{cls.__name__}\.name is empty"):
+        cls("x", name="")
+
+
+def test_assistant_content_takes_text_parts_as_a_tuple() -> None:
+    msg = Assistant([Text("a"), Text("b")])
+    assert msg.content == (Text("a"), Text("b")) and isinstance(msg.content, tuple)
+    assert hash(msg) == hash(Assistant((Text("a"), Text("b"))))
+    with pytest.raises(TypeError, match=r"Assistant\.content\[1\] must be Text, not Image"):
+        Assistant([Text("a"), Image(url="https://x/y.png")])
+    with pytest.raises(ValueError, match=r"Assistant\.content is an empty sequence"):
+        Assistant([])
+    with pytest.raises(TypeError, match=r"Assistant\.content must be a string, a sequence of Text"):
+        Assistant(5)  # type: ignore[arg-type]
+
+
+def test_tool_schema_parameters_must_be_a_json_object_naming_the_tool() -> None:
+    with pytest.raises(ValueError) as err:
+        ToolSchema("f", "d", "notadict")  # type: ignore[arg-type]
+    assert str(err.value) == (
+        "ToolSchema 'f': parameters must be a JSON Schema object (a dict), not str: 'notadict'"
+    )
+    with pytest.raises(ValueError, match="ToolSchema 'g': parameters must be"):
+        ToolSchema("g", "d", [("type", "object")])  # type: ignore[arg-type]
 
 
 def test_tool_schema_with_a_dict_compares_but_is_not_hashable() -> None:

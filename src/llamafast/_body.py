@@ -56,22 +56,34 @@ def _content(content: str | Sequence[Part]) -> str | list[dict[str, Any]]:
     return content if isinstance(content, str) else [_part(p) for p in content]
 
 
+def _spoken(role: str, content: str | Sequence[Part], name: str | None) -> dict[str, Any]:
+    """A system or user message; `name` follows the content, only when given, so a message
+    without one has the bytes it always had (SAME-BYTES)."""
+    out: dict[str, Any] = {"role": role, "content": _content(content)}
+    if name is not None:
+        out["name"] = name
+    return out
+
+
 def _message(msg: ChatMessage) -> dict[str, Any]:
     # One rendering per kind (06, "One example of each kind of message").
     match msg:
-        case System(content):
-            return {"role": "system", "content": _content(content)}
-        case User(content):
-            return {"role": "user", "content": _content(content)}
+        case System(content, name):
+            return _spoken("system", content, name)
+        case User(content, name):
+            return _spoken("user", content, name)
         case Tool(tool_call_id, content):
             return {"role": "tool", "tool_call_id": tool_call_id, "content": content}
-        case Assistant(content, reasoning_content, tool_calls):
-            # None is sent as "" (the template needs a string); reasoning_content is left out
-            # when None, tool_calls when empty (06, Rules).
+        case Assistant(content, reasoning_content, tool_calls, name):
+            # None is sent as "" (the template needs a string); text parts as parts, which the
+            # server reads itself; name, reasoning_content are left out when None, tool_calls
+            # when empty (06, Rules).
             out: dict[str, Any] = {
                 "role": "assistant",
-                "content": "" if content is None else content,
+                "content": "" if content is None else _content(content),
             }
+            if name is not None:
+                out["name"] = name
             if reasoning_content is not None:
                 out["reasoning_content"] = reasoning_content
             if tool_calls:
@@ -124,11 +136,18 @@ RESERVED: Final = frozenset(
         "grammar",
         "logprobs",
         "top_logprobs",
+        "reasoning_effort",
+        "reasoning_budget_tokens",
     }
 )
 
 # tool_choice words the server knows; any other string must name one of the request's tools.
 _CHOICES: Final = ("auto", "none", "required")
+# reasoning_effort's levels, as llama-server names them (`--reasoning-effort` in its
+# common/arg.cpp): "none" turns thinking off (server-common.cpp), the others reach the template.
+EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# reasoning_budget_tokens' bounds in the server (its server-schema.cpp): -1 is its own default.
+_BUDGET_MAX: Final = 2**31 - 1
 
 
 def _dumps(value: Any) -> str:
@@ -227,6 +246,8 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     and text that cannot be sent as UTF-8 (a lone surrogate); `TypeError` for a message or tool
     of the wrong type.
     """
+    if not req.messages:  # the server would answer a 400 or a prompt of nothing but the template
+        raise ValueError("messages is empty: a chat request needs at least one message")
     slot = req.slot
     if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or slot < 0):
         raise ValueError(f"slot must be a non-negative integer or None, not {slot!r}")
@@ -253,6 +274,7 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     body["stream_options"] = {"include_usage": True}
     _add_sampling(body, cfg, req)
     _add_output_controls(body, req)
+    _add_reasoning(body, req)
     # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
     body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
     if limits.sse_ping_interval > 0:
@@ -311,6 +333,29 @@ def _add_output_controls(body: dict[str, Any], req: ChatRequest) -> None:
                 "without)"
             )
         body["top_logprobs"] = _int("top_logprobs", req.top_logprobs, 0)
+
+
+def _add_reasoning(body: dict[str, Any], req: ChatRequest) -> None:
+    """`reasoning_effort` and `reasoning_budget_tokens`, each only when given (a body without
+    them is the body of before), checked as the server reads them."""
+    effort = req.reasoning_effort
+    if effort is not None:
+        if not isinstance(effort, str):
+            raise ValueError(f"reasoning_effort must be a string, not {cut(effort)}")
+        if effort not in EFFORTS:
+            levels = ", ".join(repr(e) for e in EFFORTS)
+            raise ValueError(f"reasoning_effort must be one of {levels}, not {cut(effort)}")
+        if effort == "none" and req.thinking:
+            raise ValueError(
+                "reasoning_effort 'none' turns thinking off, but thinking=True turns it on: "
+                "give one"
+            )
+        body["reasoning_effort"] = effort
+    if req.reasoning_budget_tokens is not None:
+        budget = _int("reasoning_budget_tokens", req.reasoning_budget_tokens, -1)
+        if budget > _BUDGET_MAX:
+            raise ValueError(f"reasoning_budget_tokens must be at most {_BUDGET_MAX}, not {budget}")
+        body["reasoning_budget_tokens"] = budget
 
 
 def _serialize(body: dict[str, Any]) -> str:

@@ -31,14 +31,24 @@ from ._values import (
 
 __all__ = ["chat_request", "to_messages", "to_tools"]
 
-# The keyword fields of the openai-shaped call: ChatRequest's, but `messages` (the argument).
-FIELDS: Final = tuple(f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages")
+# The openai SDK's current name for `max_tokens`, taken as a keyword of the call and sent as
+# `max_tokens` (docs/request-body.md, rule OPENAI-SHAPE).
+MAX_COMPLETION_TOKENS: Final = "max_completion_tokens"
+# The keyword fields of the openai-shaped call: ChatRequest's, but `messages` (the argument),
+# and the openai name above.
+FIELDS: Final = (
+    *(f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages"),
+    MAX_COMPLETION_TOKENS,
+)
 
-# The keys each role's dict may have (the rest of the openai message has no place in the values).
+# The keys each role's dict may have (the rest of the openai message has no place in the values):
+# `name` on the roles openai gives one (llama-server hands it to the chat template); `developer`
+# is the openai SDK's name for the system message, sent as one.
 _KEYS: Final = {
-    "system": ("role", "content"),
-    "user": ("role", "content"),
-    "assistant": ("role", "content", "reasoning_content", "tool_calls"),
+    "system": ("role", "content", "name"),
+    "developer": ("role", "content", "name"),
+    "user": ("role", "content", "name"),
+    "assistant": ("role", "content", "name", "reasoning_content", "tool_calls"),
     "tool": ("role", "content", "tool_call_id"),
 }
 _MESSAGE_TYPES: Final = (System, User, Assistant, Tool)
@@ -167,6 +177,50 @@ def _content_parts(where: Path, value: object) -> str | tuple[Part, ...]:
     return parts
 
 
+# What an assistant's `content` may be: every accepted type, named in the error for another.
+_ASSISTANT_CONTENT_TYPES = "a string, a list of text parts or None"
+
+
+def _assistant_content(where: Path, value: object) -> str | tuple[Text, ...] | None:
+    """An assistant's content: None, a string, or a list of text parts, kept as parts (the
+    server reads them itself: joined with "\n" for a template that takes only strings)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{_show(where)} must be {_ASSISTANT_CONTENT_TYPES}, not "
+            f"{type(value).__name__}: {cut(value)}"
+        )
+    parts = []
+    for j, item in enumerate(_sequence(where, value)):
+        at = _at(where, j)
+        if isinstance(item, Text):
+            parts.append(item)
+            continue
+        part = _mapping(at, item)
+        kind = _need(at, part, "type")
+        if kind != "text":
+            raise ValueError(
+                f"{_show(_at(at, 'type'))} is {cut(kind)}: an assistant's content parts are "
+                "'text' only"
+            )
+        _check_keys(at, part, ("type", "text"))
+        parts.append(Text(_need_str(at, part, "text")))
+    if not parts:
+        raise ValueError(f"{_show(where)} is an empty list: give the text or at least one part")
+    return tuple(parts)
+
+
+def _name(where: Path, value: Mapping[str, Any]) -> str | None:
+    """The message's `name`, when given: a non-empty string."""
+    if "name" not in value:
+        return None
+    name: str = _str(_at(where, "name"), value["name"])
+    if not name:
+        raise ValueError(f"{_show(_at(where, 'name'))} is empty: give the name or leave it out")
+    return name
+
+
 # --- messages ---------------------------------------------------------------------------------
 
 
@@ -203,14 +257,14 @@ def _message(where: Path, value: object) -> ChatMessage:
     if keys is None:
         raise ValueError(
             f"{_show(_at(where, 'role'))} is {cut(role)}, "
-            "not 'system', 'user', 'assistant' or 'tool'"
+            "not 'system', 'developer', 'user', 'assistant' or 'tool'"
         )
     _check_keys(where, value, keys)
     content = _at(where, "content")
-    if role == "system":
-        return System(_content_parts(content, _need(where, value, "content")))
+    if role in ("system", "developer"):
+        return System(_content_parts(content, _need(where, value, "content")), _name(where, value))
     if role == "user":
-        return User(_content_parts(content, _need(where, value, "content")))
+        return User(_content_parts(content, _need(where, value, "content")), _name(where, value))
     if role == "tool":
         return Tool(
             _need_str(where, value, "tool_call_id"),
@@ -219,19 +273,21 @@ def _message(where: Path, value: object) -> ChatMessage:
     calls = value.get("tool_calls")
     where_calls = _at(where, "tool_calls")
     return Assistant(
-        _str(content, value.get("content"), optional=True),
+        _assistant_content(content, value.get("content")),
         _str(_at(where, "reasoning_content"), value.get("reasoning_content"), optional=True),
         ()
         if calls is None
         else tuple(
             _tool_call(_at(where_calls, k), c) for k, c in enumerate(_sequence(where_calls, calls))
         ),
+        _name(where, value),
     )
 
 
 def to_messages(messages: object) -> tuple[ChatMessage, ...]:
     """`messages` as the library's values: each one a value already, or an openai-shaped dict
-    (`role`, `content`, `tool_calls`, `tool_call_id`, `reasoning_content`) converted.
+    (`role`, `content`, `name`, `tool_calls`, `tool_call_id`, `reasoning_content`) converted;
+    the `developer` role is the system message.
 
     Raises ValueError or TypeError naming the message's index and the key at fault."""
     return tuple(
@@ -268,7 +324,8 @@ def to_tools(tools: object) -> tuple[ToolSchema, ...]:
 
 def chat_request(req: object, fields: dict[str, Any]) -> ChatRequest:
     """The ChatRequest a client call means: `req` itself when it is one (then no `fields`), or
-    the messages `req` and the keyword `fields` (ChatRequest's; `slot` None unless given)."""
+    the messages `req` and the keyword `fields` (ChatRequest's; `slot` None unless given;
+    `max_completion_tokens` is `max_tokens`, and both given is a ValueError)."""
     if isinstance(req, ChatRequest):
         if fields:
             raise TypeError(
@@ -281,6 +338,14 @@ def chat_request(req: object, fields: dict[str, Any]) -> ChatRequest:
             raise TypeError(
                 f"{key!r} is not a field of a chat request; the fields are {', '.join(FIELDS)}"
             )
+    if MAX_COMPLETION_TOKENS in fields:
+        if "max_tokens" in fields:
+            raise ValueError(
+                f"max_tokens and {MAX_COMPLETION_TOKENS} are the same field "
+                f"({MAX_COMPLETION_TOKENS} is the openai SDK's name for it): give one"
+            )
+        fields = dict(fields)
+        fields["max_tokens"] = fields.pop(MAX_COMPLETION_TOKENS)
     if "tools" in fields:
         fields = {**fields, "tools": to_tools(fields["tools"])}
     return ChatRequest(**{"slot": None, **fields}, messages=to_messages(req))

@@ -163,57 +163,92 @@ def _content(owner: str, content: object) -> str | tuple[Part, ...]:
     """A System or User message's content: a string, or its parts as a tuple (checked)."""
     if isinstance(content, str):
         return content
+    what = "a string or a sequence of Text, Image and Audio parts"
+    return _parts(owner, content, what, (Text, Image, Audio))
+
+
+def _assistant_content(content: object) -> str | tuple[Text, ...] | None:
+    """An assistant's content: None, a string, or its text parts as a tuple (checked): the
+    server reads only text parts in an assistant message."""
+    if content is None or isinstance(content, str):
+        return content
+    return _parts("Assistant", content, "a string, a sequence of Text parts or None", (Text,))
+
+
+def _parts(owner: str, content: object, what: str, kinds: tuple[type, ...]) -> tuple[Any, ...]:
+    """`content`'s parts as a tuple: a sequence, not empty, of the `kinds` only (else the error
+    says `what` the content may be, or the kinds a part may be, naming the part's index)."""
     if isinstance(content, (bytes, bytearray)) or not isinstance(content, Sequence):
-        raise TypeError(
-            f"{owner}.content must be a string or a sequence of Text, Image and Audio parts, "
-            f"not {cut(content)}"
-        )
+        raise TypeError(f"{owner}.content must be {what}, not {cut(content)}")
     parts = tuple(content)
     if not parts:
         raise ValueError(f"{owner}.content is an empty sequence of parts: give at least one")
     for i, part in enumerate(parts):
-        if not isinstance(part, (Text, Image, Audio)):
+        if not isinstance(part, kinds):
+            names = " or ".join(", ".join(k.__name__ for k in kinds).rsplit(", ", 1))
             raise TypeError(
-                f"{owner}.content[{i}] must be Text, Image or Audio, not "
-                f"{type(part).__name__}: {cut(part)}"
+                f"{owner}.content[{i}] must be {names}, not {type(part).__name__}: {cut(part)}"
             )
     return parts
 
 
-# The four kinds of chat message (docs/request-body.md, rule MESSAGES).
+def _check_name(owner: str, name: object) -> None:
+    """A message's `name` (docs/request-body.md, rule MESSAGES): None, or a string the server
+    hands to the template as it is; an empty one it would drop, so it is refused."""
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise TypeError(f"{owner}.name must be a string or None, not {cut(name)}")
+    if not name:
+        raise ValueError(f"{owner}.name is empty: give the name or leave it None")
+
+
+# The four kinds of chat message (docs/request-body.md, rule MESSAGES). `name` (the speaker's
+# name, which llama-server hands to the chat template) is on the roles openai gives one.
 
 
 @dataclass(frozen=True, slots=True)
 class System:
     """A system message: `content`, its text or a sequence of parts (`Text`, `Image`, `Audio`;
-    kept as a tuple)."""
+    kept as a tuple), and `name` (the speaker's, or `None`)."""
 
     content: str | Sequence[Part]
+    name: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", _content("System", self.content))
+        _check_name("System", self.name)
 
 
 @dataclass(frozen=True, slots=True)
 class User:
     """A user message: `content`, its text or a sequence of parts (`Text`, `Image`, `Audio`;
-    kept as a tuple)."""
+    kept as a tuple), and `name` (the speaker's, or `None`)."""
 
     content: str | Sequence[Part]
+    name: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", _content("User", self.content))
+        _check_name("User", self.name)
 
 
 @dataclass(frozen=True, slots=True)
 class Assistant:
     """An assistant message, sent back as it arrived so the prompt cache holds: `content` (the
-    answer, `None` when there was none), `reasoning_content` (the reasoning, or `None`) and
-    `tool_calls` (the `ToolCall`s it made)."""
+    answer, `None` when there was none; a sequence of `Text` parts is kept as a tuple and sent
+    as parts), `reasoning_content` (the reasoning, or `None`), `tool_calls` (the `ToolCall`s it
+    made) and `name` (the speaker's, or `None`)."""
 
-    content: str | None = None
+    content: str | Sequence[Text] | None = None
     reasoning_content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.content is not None and not isinstance(self.content, str):
+            object.__setattr__(self, "content", _assistant_content(self.content))
+        _check_name("Assistant", self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +273,15 @@ class ToolSchema:
     description: str
     parameters: Mapping[str, Any]
 
+    def __post_init__(self) -> None:
+        # The server reads `parameters` as a JSON Schema object; anything else is refused here,
+        # when the tool is made, naming it (docs/request-body.md, rule TOOLS).
+        if not isinstance(self.parameters, Mapping):
+            raise ValueError(
+                f"ToolSchema {cut(self.name)}: parameters must be a JSON Schema object (a dict), "
+                f"not {type(self.parameters).__name__}: {cut(self.parameters)}"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
@@ -256,8 +300,10 @@ class ChatRequest:
     model a router-mode server routes the request to (None: `InferConfig.model`); `logprobs`
     asks for each answer token's log probability (on the `Content` events and the
     `Completion`), and `top_logprobs` for that many most likely alternatives too (it needs
-    `logprobs`); `extra` adds
-    fields llama-server accepts that have no field here."""
+    `logprobs`); `reasoning_effort` ("none" turns thinking off; "minimal", "low", "medium",
+    "high", "xhigh", "max" go to the chat template) and `reasoning_budget_tokens` (the
+    reasoning tokens the server itself allows: 0 ends it at once, -1 is the server's default)
+    steer the reasoning; `extra` adds fields llama-server accepts that have no field here."""
 
     slot: int | None
     messages: Sequence[ChatMessage]
@@ -277,6 +323,8 @@ class ChatRequest:
     model: str | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
+    reasoning_effort: str | None = None
+    reasoning_budget_tokens: int | None = None
     extra: Mapping[str, Any] | None = None
 
 
