@@ -429,6 +429,29 @@ class Completion:
     usage: Usage | None = None
     logprobs: tuple[TokenLogprob, ...] = ()
 
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message of the next turn, as the openai SDK and llama-server write it
+        (docs/request-body.md, rule TO-MESSAGE): `role`, `content` (`None` when there was no
+        text), `reasoning_content` (only when there was reasoning) and `tool_calls` (only when
+        there were calls: `id`, `type` "function", `function` with `name` and `arguments`, the
+        JSON text exactly as received, never parsed). A new dict on every call.
+
+        `stream` and `complete` read it back as `Assistant(content, reasoning_content,
+        tool_calls)` and send the very bytes that value gives, so the prompt cache holds."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning_content is not None:
+            message["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        return message
+
 
 # The ChatEvent kinds.
 
