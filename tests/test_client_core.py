@@ -39,6 +39,7 @@ from llamafast._core import (
     Done,
     Emit,
     Receive,
+    Release,
     Sleep,
     WaitTurn,
     read_slots,
@@ -82,7 +83,7 @@ class FakeConn(Receiver):
 
     def __init__(self, data: bytes, at: float, drip: float = 0.0) -> None:
         super().__init__(ResponseParser())
-        self.eof = self.stalled = False
+        self.eof = self.stalled = self.reused = False
         self.data, self.at, self.drip = data, at, drip
         self.closed = False
 
@@ -158,7 +159,7 @@ class Fake:
             self.log.append("wait turn")
             self.now = max(self.now, cmd.until)
             return None
-        if isinstance(cmd, Close):
+        if isinstance(cmd, (Close, Release)):
             cmd.conn.closed = True
             return None
         raise AssertionError(cmd)

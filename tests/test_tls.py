@@ -24,6 +24,7 @@ import pytest
 import llamafast
 from _drivers import AsyncDriver, CompleteDriver, SyncDriver, req
 from _drivers import cfg as kit_cfg
+from _keepalive import KeepAliveServer
 from _loopback import LoopbackServer
 from _server import ReplayServer, Reply, expected
 from llamafast import (
@@ -283,3 +284,25 @@ def test_tls_to_a_plain_port_fails_once_saying_to_try_http(
             f"server is plain HTTP, use {plain}"
         )
         assert port.connections == 1 and out.events == []  # one attempt: no Retrying
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_one_handshake_carries_many_requests(package: Any, pki: Pki) -> None:
+    # Keep-alive over TLS (rule KEEP-ALIVE): the handshake is paid once, both clients.
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(pki.cert, pki.key)
+
+    async def twenty(url: str) -> None:
+        async with package.AsyncClient(cfg(url, ca_file=pki.ca)) as client:
+            for _ in range(10):
+                await client.complete([{"role": "user", "content": "hi"}])
+                await client.models()
+
+    with KeepAliveServer(tls=served) as server:
+        with package.Client(cfg(server.url, ca_file=pki.ca)) as client:
+            for _ in range(10):
+                client.complete([{"role": "user", "content": "hi"}])
+                client.models()
+        asyncio.run(twenty(server.url))
+        assert len(server.answered) == 40
+        assert server.accepted == 2  # one per client

@@ -73,6 +73,7 @@ TOKENS = [
     (r"\bAsyncClient\b", "Client"),
     (r"\bAsyncConnection\b", "SyncConnection"),
     (r"\bAsyncTurns\b", "Turns"),
+    (r"\bAsyncPool\b", "Pool"),
     (r"\basync_sleep_until\b", "sleep_until"),
     (r"\basync_run_all\b", "run_all"),
     (r"\basync_deliver\b", "deliver"),

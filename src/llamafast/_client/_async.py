@@ -39,6 +39,7 @@ from .._core import (
     Emit,
     Phase,
     Receive,
+    Release,
     ServerCall,
     Sleep,
     StreamState,
@@ -66,6 +67,7 @@ from .._values import (
 )
 from . import _transport
 from ._deliver import async_deliver
+from ._pool import AsyncPool
 from ._transport import SELECTED, Engine, async_run_all, async_sleep_until
 
 T = TypeVar("T")
@@ -77,7 +79,8 @@ class AsyncClient:
     """A llama-server client for asyncio: standard library only (uvloop works too).
 
     `stream(req)` gives a stream to iterate for ChatEvents (then `.completion`);
-    `complete(req, on_event=None)` does that loop for you. One connection per request. The
+    `complete(req, on_event=None)` does that loop for you. A connection whose answer was read
+    to its end carries the next request (keep-alive, at most `max_connections` open). The
     rules (the per-slot order, waiting for a slot or a model load, retries, the thinking
     budget, the deadline of each request) and which error ends a request are those of
     `ChatExchange` (docs/client.md). Once the stream has started nothing is retried, and the
@@ -108,6 +111,7 @@ class AsyncClient:
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.AsyncTurns()
+        self._pool = AsyncPool(cfg.limits.max_connections)
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
         self._streams: weakref.WeakSet[AsyncClientStream] = weakref.WeakSet()
@@ -262,7 +266,7 @@ class AsyncClient:
     async def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        commands = _Commands(self._engine, self._target, self._ssl, self._turns)
+        commands = _Commands(self._engine, self._target, self._ssl, self._turns, self._pool)
         try:
             done = await commands._drive(phase, [])
         finally:
@@ -272,13 +276,14 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close every stream of this client that is still open (their connections, their
-        slots); the client then refuses new requests. Idempotent; leaving
-        `async with AsyncClient(cfg) as client:` calls it."""
+        slots) and every connection kept alive; the client then refuses new requests.
+        Idempotent; leaving `async with AsyncClient(cfg) as client:` calls it."""
         self._closed = True
         with self._lock:
             streams = list(self._streams)
         for stream in streams:
             await stream.aclose()
+        self._pool.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -292,8 +297,8 @@ class AsyncClient:
 
 class _Commands:
     """What carries out the core's commands for one call or one stream: the connections it
-    opened (`_conns`), the slot lines' waits (`_turns`); `_closed` once closed from
-    elsewhere."""
+    holds (`_conns`), the client's kept ones (`_pool`), the slot lines' waits (`_turns`);
+    `_closed` once closed from elsewhere."""
 
     def __init__(
         self,
@@ -301,12 +306,14 @@ class _Commands:
         target: Target,
         tls: ssl.SSLContext | None,
         turns: _transport.AsyncTurns,
+        pool: AsyncPool,
     ) -> None:
         self._engine = engine
         self._target = target
         self._ssl = tls
         self._turns = turns
-        self._conns: list[Any] = []  # every connection this request has open
+        self._pool = pool
+        self._conns: list[Any] = []  # every connection this request holds
         self._closed = False
 
     async def _drive(self, phase: Phase[Any], events: list[ChatEvent] | None) -> Any:
@@ -340,13 +347,9 @@ class _Commands:
         if kind is Receive:
             await cmd.conn.receive(cmd.until)
         elif kind is Connect:
-            conn = await self._engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
-            self._conns.append(conn)
-            if self._closed:  # closed from elsewhere meanwhile
-                conn.close()
-                raise ConnectionResetError("the stream was closed")
-            conn.send(cmd.request, cmd.until)
-            return conn
+            return await self._connect(cmd)
+        elif kind is Release:
+            self._keep(cmd.conn, cmd.streamed)
         elif kind is Close:
             cmd.conn.close()
             if cmd.conn in self._conns:
@@ -358,6 +361,43 @@ class _Commands:
         else:
             raise AssertionError(f"unknown command {cmd!r}")
         return None
+
+    async def _connect(self, cmd: Connect) -> Any:
+        """`cmd.request` sent on a connection: a kept one (rule KEEP-ALIVE), else a new one;
+        after a `stale` one, a new one. A kept one that fails the send is dropped the same
+        way."""
+        pool = self._pool
+        fresh = cmd.stale is not None
+        if fresh:
+            self._conns.remove(cmd.stale)
+            pool.stale(cmd.stale)
+        conn = await pool.acquire(cmd.queue_until, fresh, bool(self._conns))
+        if conn is not None:
+            self._conns.append(conn)
+            try:
+                conn.send(cmd.request, cmd.until)
+                return conn
+            except OSError:
+                self._conns.remove(conn)
+                pool.stale(conn)
+            await pool.acquire(cmd.queue_until, True, bool(self._conns))
+        try:
+            conn = await self._engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
+        except BaseException:
+            pool.unreserve()
+            raise
+        self._conns.append(pool.opened_one(conn))
+        if self._closed:  # closed from elsewhere meanwhile
+            conn.close()
+            raise ConnectionResetError("the stream was closed")
+        conn.send(cmd.request, cmd.until)
+        return conn
+
+    def _keep(self, conn: Any, streamed: bool) -> None:
+        """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
+        if conn in self._conns:
+            self._conns.remove(conn)
+        self._pool.put(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -375,7 +415,7 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
         self, client: AsyncClient, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        super().__init__(client._engine, client._target, client._ssl, client._turns)
+        super().__init__(client._engine, client._target, client._ssl, client._turns, client._pool)
         self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
@@ -421,6 +461,7 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
                     break
                 if events is None:
                     self._completion = core.completion
+                    self._keep(self._conn, True)
                     raise StopAsyncIteration
                 await self._conn.pump()
         except StopAsyncIteration:

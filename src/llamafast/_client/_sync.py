@@ -35,6 +35,7 @@ from .._core import (
     Emit,
     Phase,
     Receive,
+    Release,
     ServerCall,
     Sleep,
     StreamState,
@@ -62,6 +63,7 @@ from .._values import (
 )
 from . import _transport
 from ._deliver import deliver
+from ._pool import Pool
 from ._transport import SELECTED, Engine, run_all, sleep_until
 
 T = TypeVar("T")
@@ -73,7 +75,8 @@ class Client:
     """A llama-server client that blocks: standard library only, safe to share across threads.
 
     `stream(req)` gives a stream to iterate for ChatEvents (then `.completion`);
-    `complete(req, on_event=None)` does that loop for you. One connection per request. The
+    `complete(req, on_event=None)` does that loop for you. A connection whose answer was read
+    to its end carries the next request (keep-alive, at most `max_connections` open). The
     rules (the per-slot order, waiting for a slot or a model load, retries, the thinking
     budget, the deadline of each request) and which error ends a request are those of
     `ChatExchange` (docs/client.md). Once the stream has started nothing is retried, and the
@@ -104,6 +107,7 @@ class Client:
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
         self._turns = _transport.Turns()
+        self._pool = Pool(cfg.limits.max_connections)
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
         self._streams: weakref.WeakSet[ClientStream] = weakref.WeakSet()
@@ -254,7 +258,7 @@ class Client:
     def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        commands = _Commands(self._engine, self._target, self._ssl, self._turns)
+        commands = _Commands(self._engine, self._target, self._ssl, self._turns, self._pool)
         try:
             done = commands._drive(phase, [])
         finally:
@@ -264,13 +268,14 @@ class Client:
 
     def close(self) -> None:
         """Close every stream of this client that is still open (their connections, their
-        slots); the client then refuses new requests. Idempotent; leaving
-        `with Client(cfg) as client:` calls it."""
+        slots) and every connection kept alive; the client then refuses new requests.
+        Idempotent; leaving `with Client(cfg) as client:` calls it."""
         self._closed = True
         with self._lock:
             streams = list(self._streams)
         for stream in streams:
             stream.close()
+        self._pool.close()
 
     def __enter__(self) -> Client:
         return self
@@ -284,8 +289,8 @@ class Client:
 
 class _Commands:
     """What carries out the core's commands for one call or one stream: the connections it
-    opened (`_conns`), the slot lines' waits (`_turns`); `_closed` once closed from
-    elsewhere."""
+    holds (`_conns`), the client's kept ones (`_pool`), the slot lines' waits (`_turns`);
+    `_closed` once closed from elsewhere."""
 
     def __init__(
         self,
@@ -293,12 +298,14 @@ class _Commands:
         target: Target,
         tls: ssl.SSLContext | None,
         turns: _transport.Turns,
+        pool: Pool,
     ) -> None:
         self._engine = engine
         self._target = target
         self._ssl = tls
         self._turns = turns
-        self._conns: list[Any] = []  # every connection this request has open
+        self._pool = pool
+        self._conns: list[Any] = []  # every connection this request holds
         self._closed = False
 
     def _drive(self, phase: Phase[Any], events: list[ChatEvent] | None) -> Any:
@@ -332,13 +339,9 @@ class _Commands:
         if kind is Receive:
             cmd.conn.receive(cmd.until)
         elif kind is Connect:
-            conn = self._engine.SyncConnection.open(self._target, cmd.until, self._ssl)
-            self._conns.append(conn)
-            if self._closed:  # closed from elsewhere meanwhile
-                conn.close()
-                raise ConnectionResetError("the stream was closed")
-            conn.send(cmd.request, cmd.until)
-            return conn
+            return self._connect(cmd)
+        elif kind is Release:
+            self._keep(cmd.conn, cmd.streamed)
         elif kind is Close:
             cmd.conn.close()
             if cmd.conn in self._conns:
@@ -350,6 +353,43 @@ class _Commands:
         else:
             raise AssertionError(f"unknown command {cmd!r}")
         return None
+
+    def _connect(self, cmd: Connect) -> Any:
+        """`cmd.request` sent on a connection: a kept one (rule KEEP-ALIVE), else a new one;
+        after a `stale` one, a new one. A kept one that fails the send is dropped the same
+        way."""
+        pool = self._pool
+        fresh = cmd.stale is not None
+        if fresh:
+            self._conns.remove(cmd.stale)
+            pool.stale(cmd.stale)
+        conn = pool.acquire(cmd.queue_until, fresh, bool(self._conns))
+        if conn is not None:
+            self._conns.append(conn)
+            try:
+                conn.send(cmd.request, cmd.until)
+                return conn
+            except OSError:
+                self._conns.remove(conn)
+                pool.stale(conn)
+            pool.acquire(cmd.queue_until, True, bool(self._conns))
+        try:
+            conn = self._engine.SyncConnection.open(self._target, cmd.until, self._ssl)
+        except BaseException:
+            pool.unreserve()
+            raise
+        self._conns.append(pool.opened_one(conn))
+        if self._closed:  # closed from elsewhere meanwhile
+            conn.close()
+            raise ConnectionResetError("the stream was closed")
+        conn.send(cmd.request, cmd.until)
+        return conn
+
+    def _keep(self, conn: Any, streamed: bool) -> None:
+        """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
+        if conn in self._conns:
+            self._conns.remove(conn)
+        self._pool.put(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -367,7 +407,7 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         self, client: Client, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        super().__init__(client._engine, client._target, client._ssl, client._turns)
+        super().__init__(client._engine, client._target, client._ssl, client._turns, client._pool)
         self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
@@ -413,6 +453,7 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
                     break
                 if events is None:
                     self._completion = core.completion
+                    self._keep(self._conn, True)
                     raise StopIteration
                 self._conn.pump()
         except StopIteration:

@@ -105,7 +105,8 @@ def _connect_timeout() -> TimeoutError:
 
 
 class _SyncIO:
-    """One request on its own blocking socket; every byte read goes to `buffer_updated`."""
+    """One request at a time on a blocking socket (kept alive between them: _pool.py); every
+    byte read goes to `buffer_updated`."""
 
     sock: socket.socket
     eof: bool
@@ -116,6 +117,9 @@ class _SyncIO:
     get_buffer: Any
     buffer_updated: Any
     Parser: Any  # the twin's ResponseParser (Engine.of)
+    pool: Any = None  # the Pool that counts it, until it is closed
+    reused = False  # it carried an earlier answer (kept alive)
+    after_stream = False  # that answer was an event stream
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -200,7 +204,32 @@ class _SyncIO:
         else:
             self.eof = True
 
+    def renew(self) -> None:
+        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
+        answer kept."""
+        _renew(self)
+
+    def alive(self) -> bool:
+        """Kept and idle, still open: nothing came on it, not even its close (the kernel is
+        asked without blocking: a readable socket was closed, or holds bytes nobody asked
+        for)."""
+        if self.eof or self.error is not None:
+            return False
+        sock = self.sock
+        pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
+        if pending is not None and pending():
+            return False
+        try:
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return not poller.poll(0)
+        except AttributeError:  # no poll (Windows)
+            return not select.select([sock], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
+
     def close(self) -> None:
+        _leave_pool(self)
         sock = getattr(self, "sock", None)
         if sock is None:
             return
@@ -211,14 +240,33 @@ class _SyncIO:
         sock.close()
 
 
+def _renew(conn: Any) -> None:
+    conn.parser = conn.Parser()
+    conn.early = []
+    conn.sink = None
+    conn.received = 0
+    conn.stalled = False
+    conn.clock = conn.waker = conn.deliver = None
+    conn.reused = True
+
+
+def _leave_pool(conn: Any) -> None:
+    """A connection being closed is no longer counted by its pool (once)."""
+    pool = conn.pool
+    if pool is not None:
+        conn.pool = None
+        pool.gone(conn)
+
+
 # --- the asyncio connection ------------------------------------------------------------------
 
 
 class _AsyncIO:
-    """One request on its own connection, as an asyncio BufferedProtocol that reads into the
-    parser's buffer (the arrival path is the Receiver's): before a Sink is attached the body's
-    bytes are kept (`early`); after, they are decoded at once, and the task waiting in `pump()`
-    is woken once per arrival (the Receiver calls the waker set here). A stream's stall
+    """One request at a time on a connection (kept alive between them: _pool.py), as an
+    asyncio BufferedProtocol that reads into the parser's buffer (the arrival path is the
+    Receiver's): before a Sink is attached the body's bytes are kept (`early`); after, they
+    are decoded at once, and the task waiting in `pump()` is woken once per arrival (the
+    Receiver calls the waker set here). A stream's stall
     watchdog is one deadline, checked by one timer re-armed only when it fires; a parse fault
     aborts the transport, and reading pauses while the Sink holds a backlog (the Receiver calls
     `on_fault` and `on_backlog`, set in `connection_made`)."""
@@ -230,6 +278,7 @@ class _AsyncIO:
     eof: bool
     stalled: bool
     last: float
+    received: int
     early: list[bytes]
     sink: Any
     clock: Any
@@ -240,6 +289,9 @@ class _AsyncIO:
     _stall: float
     _timer: asyncio.TimerHandle | None
     Parser: Any  # the twin's ResponseParser (Engine.of)
+    pool: Any = None  # the AsyncPool that counts it, until it is closed
+    reused = False  # it carried an earlier answer (kept alive)
+    after_stream = False  # that answer was an event stream
 
     @classmethod
     async def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -373,7 +425,28 @@ class _AsyncIO:
         if timer is not None:
             timer.cancel()
 
+    def renew(self) -> None:
+        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
+        answer kept, no stall watch, reading on (so a close while idle is seen)."""
+        self._cancel_timer()
+        self._stall = 0.0
+        _renew(self)
+        if self.paused:
+            self.resume()
+
+    def alive(self) -> bool:
+        """Kept and idle, still open: the event loop has seen no byte and no close on it."""
+        transport = self.transport
+        return (
+            not self.eof
+            and self.error is None
+            and not self.received
+            and transport is not None
+            and not transport.is_closing()
+        )
+
     def close(self) -> None:
+        _leave_pool(self)
         self._cancel_timer()
         transport = self.transport
         if transport is not None:

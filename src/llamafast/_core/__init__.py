@@ -1,6 +1,6 @@
 # Strategy: every rule of the two clients, once, with no I/O (h11's manner), in rooms by job. A
-# request is a plain generator that yields commands (_commands: Connect, Receive, Close, Sleep,
-# WaitTurn, Emit) and is sent their results; the drivers (llamafast._client) only carry them
+# request is a plain generator that yields commands (_commands: Connect, Receive, Release, Close,
+# Sleep, WaitTurn, Emit) and is sent their results; the drivers (llamafast._client) only carry them
 # out. The bytes that arrive are parsed into the connection (an `Arrival`, _connection) and the
 # core reads what came from there: the head, the body, the end, every fault, every deadline. The
 # clock is injected, so the rules run in tests against a fake clock.
@@ -30,7 +30,18 @@ from ._answers import (
 )
 from ._calls import EmbedPlan, ServerCall, WholeCall, rerank_body
 from ._chat import ChatExchange
-from ._commands import Close, Connect, Done, Emit, Phase, Receive, Sleep, WaitTurn, step
+from ._commands import (
+    Close,
+    Connect,
+    Done,
+    Emit,
+    Phase,
+    Receive,
+    Release,
+    Sleep,
+    WaitTurn,
+    step,
+)
 from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
 from ._lines import Lines, Ticket
@@ -67,6 +78,7 @@ __all__ = [
     "ParsedResponse",
     "Phase",
     "Receive",
+    "Release",
     "ServerCall",
     "Sleep",
     "StreamState",

@@ -39,7 +39,7 @@ from ._answers import (
     read_slots,
     text_of,
 )
-from ._commands import Close, Connect, Emit, Phase, WaitTurn
+from ._commands import Close, Emit, Phase, Release, WaitTurn
 from ._connection import Arrival
 from ._exchange import Exchange, answered, log
 from ._lines import Ticket
@@ -283,9 +283,12 @@ class ChatExchange(Exchange):
         clock = core.clock
         what = f"POST {core.target.prefix}{CHAT_PATH}"
         request = core.request("POST", CHAT_PATH, self.body)
-        conn = yield Connect(request, clock() + limits.connect_timeout)
+        connect_by = clock() + limits.connect_timeout
+        conn, began = yield from self.send(
+            request, connect_by, self.deadline, lambda c: self._first_byte(c, what)
+        )
         try:
-            if not (yield from self._first_byte(conn, what)):
+            if not began:
                 if self.load_deadline is not None and clock() >= self.load_deadline:
                     raise LoadTimeoutError(limits.load_timeout)
                 raise WaitTimeoutError(limits.wait_timeout)
@@ -300,7 +303,7 @@ class ChatExchange(Exchange):
         except Exception:
             yield Close(conn)
             raise
-        yield Close(conn)
+        yield Release(conn)
         self.last_request = what
         if status == 200:
             raise ProtocolError(

@@ -17,7 +17,18 @@ if TYPE_CHECKING:
     from ._connection import Arrival
     from ._lines import Ticket
 
-__all__ = ["Close", "Connect", "Done", "Emit", "Phase", "Receive", "Sleep", "WaitTurn", "step"]
+__all__ = [
+    "Close",
+    "Connect",
+    "Done",
+    "Emit",
+    "Phase",
+    "Receive",
+    "Release",
+    "Sleep",
+    "WaitTurn",
+    "step",
+]
 
 T = TypeVar("T")
 Phase = Generator[Any, Any, T]  # yields commands, is sent their results, returns T
@@ -49,12 +60,18 @@ class WaitTurn:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Connect:
-    """Open a connection to the server and send `request` on it, before the clock reads
-    `until`. The result is the connection (an `Arrival`) into which the driver parses every
-    byte that arrives. A failure to connect or send is thrown in as the OSError."""
+    """Send `request` on a connection to the server: a kept-alive one of the client's pool
+    (its `reused` is then True), else one opened before the clock reads `until`. With
+    `stale` (a reused connection that ended before any byte of its answer: the server had
+    closed it) that one is dropped and a fresh connection opened. A request beyond the
+    client's `max_connections` waits for one until `queue_until` (WaitTimeoutError). The
+    result is the connection (an `Arrival`) into which the driver parses every byte that
+    arrives. A failure to connect or send is thrown in as the OSError."""
 
     request: bytes
     until: float
+    queue_until: float
+    stale: Arrival | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -72,6 +89,16 @@ class Close:
     """Close `conn` now (the server sees it at once)."""
 
     conn: Arrival
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Release:
+    """The answer on `conn` was read to its end: the driver keeps the connection for the
+    client's next request when the server allows it (rule KEEP-ALIVE), else closes it.
+    `streamed`: the answer was an event stream (some servers close after those)."""
+
+    conn: Arrival
+    streamed: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -36,9 +36,12 @@ class Arrival(Protocol):
     arrives into it; the core reads `received` (bytes that came, parsed or not), `parser`,
     `early` (the body's pieces before a Sink is attached; the core takes them), `eof` (the
     server ended the connection), `error` (it failed, or the answer is not HTTP: latched) and
-    `stalled` (the stream's stall watchdog fired)."""
+    `stalled` (the stream's stall watchdog fired), and `reused` (a kept-alive connection that
+    carried an earlier answer: one that ends before any byte of this answer had been closed by
+    the server before the request reached it)."""
 
     received: int
+    reused: bool
     early: list[bytes]
     eof: bool
     error: BaseException | None

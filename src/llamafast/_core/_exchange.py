@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import socket
@@ -31,7 +32,7 @@ from .._errors import (
 )
 from .._values import ChatEvent, Queued, Retrying, ThinkingCapped, Waiting
 from ._answers import describe, is_loading, text_of
-from ._commands import Close, Connect, Emit, Phase, Receive, Sleep
+from ._commands import Close, Connect, Emit, Phase, Receive, Release, Sleep
 from ._connection import Arrival
 from ._session import MAX_ERROR_BODY, POLL_MAX_S, Core
 
@@ -87,7 +88,8 @@ def _head_done(conn: Arrival) -> bool:
 class Exchange:
     """One request's exchanges with the server under the rules of the first byte.
 
-    Every answer is read from its own connection: the head by its deadline (else StalledError
+    Every answer is read from a connection of its own while it is read (a kept-alive one
+    when the driver has one: rule KEEP-ALIVE): the head by its deadline (else StalledError
     naming the head), then the body. Before any byte of an answer a failure is the OSError,
     retried (`first_byte_rules`); after one, nothing is sent again. `slot` names the request
     in its DEBUG lines; `deadline` bounds waiting for the slot and is pushed back by the time
@@ -232,10 +234,9 @@ class Exchange:
         until: float | None = None,
         computed: bool = False,
     ) -> Phase[Answer]:
-        """One request on its own connection, its answer read whole: (status, the body's
-        pieces). A 200's body is the answer: more than `limit` bytes is ProtocolError. Any
-        other status's body only explains it: its first MAX_ERROR_BODY bytes, whatever
-        becomes of the rest.
+        """One request, its answer read whole: (status, the body's pieces). A 200's body is
+        the answer: more than `limit` bytes is ProtocolError. Any other status's body only
+        explains it: its first MAX_ERROR_BODY bytes, whatever becomes of the rest.
 
         Small requests (control, /props, /health, ...) end, connecting included, within
         connect_timeout and by `until` (the deadline they serve). A `computed` answer (the
@@ -259,9 +260,11 @@ class Exchange:
             if until is not None:
                 first_by = min(first_by, max(until, start))
             connect_by = first_by
-        conn = yield Connect(core.request(method, path, body), connect_by)
+        first = functools.partial(self._receive_until, ready=answered, until=first_by, what=what)
+        request = core.request(method, path, body)
+        conn, began = yield from self.send(request, connect_by, first_by, first)
         try:
-            if not (yield from self._receive_until(conn, answered, first_by, what)):
+            if not began:
                 if computed:
                     raise WaitTimeoutError(limits.wait_timeout)
                 raise TimeoutError(_unanswered(what, first_by - start, limits.connect_timeout))
@@ -278,9 +281,35 @@ class Exchange:
         except Exception:
             yield Close(conn)
             raise
-        yield Close(conn)
+        yield Release(conn)
         self.last_request = what
         return status, parts
+
+    def send(
+        self,
+        request: bytes,
+        connect_by: float,
+        queue_until: float,
+        first_byte: Callable[[Arrival], Phase[bool]],
+    ) -> Phase[tuple[Arrival, bool]]:
+        """Send `request` and wait for its answer to begin (`first_byte(conn)`): the
+        connection, and whether a byte came. A kept-alive connection that ends before any
+        byte of the answer had been closed by the server while it was idle (rule KEEP-ALIVE):
+        the request goes once more, on a fresh connection, at once, not counted as an attempt.
+        Any other failure closes the connection and is raised."""
+        conn = yield Connect(request, connect_by, queue_until)
+        try:
+            return conn, (yield from first_byte(conn))
+        except Exception as err:
+            if not (isinstance(err, OSError) and conn.reused and not conn.received):
+                yield Close(conn)
+                raise
+        conn = yield Connect(request, connect_by, queue_until, stale=conn)
+        try:
+            return conn, (yield from first_byte(conn))
+        except Exception:
+            yield Close(conn)
+            raise
 
     # --- reading an answer ---------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ class ResponseParser:
     status: int
     headers: dict[str, str]
     keep_alive: bool
+    surplus: bool
     def __init__(self, size: int = ...) -> None: ...
     @property
     def head_done(self) -> bool: ...

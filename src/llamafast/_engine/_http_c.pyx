@@ -70,6 +70,7 @@ cdef class ResponseParser:
     cdef public int status
     cdef public dict headers
     cdef public bint keep_alive
+    cdef public bint surplus  # bytes came after the body's end
 
     def __cinit__(self):
         # Made without __init__ (ResponseParser.__new__): an empty buffer, so every use is a
@@ -95,6 +96,7 @@ cdef class ResponseParser:
         self.status = 0
         self.headers = {}
         self.keep_alive = True
+        self.surplus = False
 
     @property
     def head_done(self):
@@ -193,7 +195,8 @@ cdef class ResponseParser:
                     return -1
                 pos = stop + 4 if stop > pos else stop + 2
             elif state == DONE:
-                return end  # bytes after the body are not ours
+                self.surplus = True  # bytes after the body are not ours
+                return end
             else:
                 eol = _find_nl(buf, pos + self._seen, end)
                 if eol < 0:

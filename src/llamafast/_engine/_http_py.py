@@ -69,6 +69,7 @@ class ResponseParser:
         "headers",
         "keep_alive",
         "status",
+        "surplus",
     )
 
     def __init__(self, size: int = BUFFER) -> None:
@@ -85,6 +86,7 @@ class ResponseParser:
         self.status = 0
         self.headers: dict[str, str] = {}
         self.keep_alive = True
+        self.surplus = False  # bytes came after the body's end: the connection carries no more
 
     @property
     def head_done(self) -> bool:
@@ -155,7 +157,8 @@ class ResponseParser:
                     self._head(bytes(buf[pos:stop]))
                     pos = stop + 4 if stop > pos else stop + 2
                 elif state == DONE:
-                    pos = end  # bytes after the body are not ours
+                    self.surplus = True  # bytes after the body are not ours
+                    pos = end
                     break
                 else:
                     eol = buf.find(b"\n", pos + self._seen, end)

@@ -1,0 +1,262 @@
+# Strategy: keep-alive (docs/client.md, rule KEEP-ALIVE). A client keeps each connection whose
+# answer was read to its end, and sends its next request on the one released last (the warmest);
+# a connection closed early (a break, a close, a stall, a fault) is never kept, so closing still
+# stops the generation. What the pool may hand out is decided without a round trip: a connection
+# idle past the server's Keep-Alive timeout (less a margin) or past its `max` is closed, not sent
+# on, and one the server closed while idle is seen closed before anything is sent on it (the sync
+# client asks the kernel, without blocking; the asyncio one was told by its event loop). A server
+# that closes every connection after a streamed answer while its header says keep-alive (what
+# llama-server does) is learnt from the first such close, and from then on those connections are
+# closed by the client at the stream's end, so no request pays a failed send on one known dead.
+# One lock guards the counts and the idle list (the sync client is shared by threads); it is held
+# for no I/O. The open count (busy and idle) is bounded by `max_connections`; a request beyond it
+# waits for one to come free, by its own deadline.
+"""The client's pool of kept-alive connections to its server: `Pool` and `AsyncPool`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import WaitTimeoutError
+
+__all__ = ["IDLE_S", "AsyncPool", "Pool", "keep_alive_terms"]
+
+IDLE_S = 5.0  # an idle connection is kept at most this long (httpx's keepalive_expiry)
+MARGIN_S = 0.5  # and closed this long before the server's Keep-Alive timeout would close it
+
+
+def keep_alive_terms(headers: Mapping[str, str]) -> tuple[float | None, int | None]:
+    """The `timeout` (seconds) and `max` (requests on the connection) of a `Keep-Alive` header;
+    None for what it does not say or says in a form that is not a number."""
+    timeout: float | None = None
+    most: int | None = None
+    for term in headers.get("keep-alive", "").split(","):
+        name, _, value = term.partition("=")
+        name, value = name.strip().lower(), value.strip()
+        if name == "timeout" and value.isdigit():
+            timeout = float(value)
+        elif name == "max" and value.isdigit():
+            most = int(value)
+    return timeout, most
+
+
+def _pool_timeout(limit: int, seconds: float) -> WaitTimeoutError:
+    err = WaitTimeoutError(round(seconds, 3))
+    err.what = (
+        f"waiting for one of the {limit} connections to the server (Limits.max_connections) "
+        "to come free"
+    )
+    return err
+
+
+class Pool:
+    """The sync client's pool: `acquire` gives a kept connection or the right to open one (it
+    waits, blocking, while `max_connections` are open); `put` keeps an answered connection or
+    closes it; a connection's `close()` tells the pool (`gone`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.opened = 0  # connections opened in all (tests and benchmarks read it)
+        self.resent = 0  # requests sent again because their kept connection was closed
+        self.closes_after_stream = False  # learnt: the server closes after a streamed answer
+        self._open = 0  # busy and idle
+        self._idle: list[Any] = []  # the last released last
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+
+    # --- handing out ----------------------------------------------------------------------------
+
+    def _take(self, loop: object, fresh: bool, holding: bool) -> tuple[Any, bool, list[Any]]:
+        """Under the lock: (a kept connection still open, or None; whether one may be opened,
+        counted now; the kept ones found dead or expired, to close outside the lock)."""
+        now = time.monotonic()
+        dead: list[Any] = []
+        idle = [] if fresh else self._idle
+        for i in range(len(idle) - 1, -1, -1):
+            conn = idle[i]
+            if getattr(conn, "loop", None) is not loop:
+                continue  # another event loop's: only it may use or close it
+            del idle[i]
+            if now < conn.idle_until and conn.alive():
+                return conn, False, dead
+            if now < conn.idle_until and conn.after_stream:
+                self.closes_after_stream = True  # closed early, after a stream: learnt
+            dead.append(conn)
+        if holding or self._open - len(dead) < self.limit:
+            self._open += 1
+            self.opened += 1
+            return None, True, dead
+        return None, False, dead
+
+    def _counted(self, conn: Any) -> Any:
+        conn.pool = self
+        conn.uses = 0
+        conn.most = 1 << 62
+        return conn
+
+    def acquire(self, until: float, fresh: bool = False, holding: bool = False) -> Any:
+        """A kept connection (its `reused` True), or None: open one (it is counted: hand it
+        to `opened_one`, or call `unreserve` if opening fails); `fresh`: None, never a kept
+        one. Waits while `limit` are open, until the clock reads `until`: WaitTimeoutError
+        naming max_connections; but a request `holding` a connection already (a stream's
+        `/slots` probe or control request) never waits for a second, so no request waits
+        for itself."""
+        start = time.monotonic()
+        while True:
+            with self._cond:
+                conn, may_open, dead = self._take(None, fresh, holding)
+                if not (conn is not None or may_open or dead):
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        raise _pool_timeout(self.limit, time.monotonic() - start)
+                    self._cond.wait(left)
+            for stale in dead:
+                stale.close()
+            if conn is not None or may_open:
+                return conn
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    # --- giving back ----------------------------------------------------------------------------
+
+    def opened_one(self, conn: Any) -> Any:
+        """`conn` was opened on the right `acquire` gave: counted until it is closed."""
+        conn.reused = False
+        return self._counted(conn)
+
+    def unreserve(self) -> None:
+        """Opening the connection `acquire` allowed failed: it is not counted."""
+        with self._cond:
+            self._open -= 1
+        self._notify()
+
+    def gone(self, conn: Any) -> None:
+        """`conn` was closed (its `close()` calls this once)."""
+        with self._cond:
+            self._open -= 1
+            if conn in self._idle:
+                self._idle.remove(conn)
+        self._notify()
+
+    def stale(self, conn: Any) -> None:
+        """`conn`, kept, ended before any byte of its answer: the server had closed it. After
+        a streamed answer, and before its Keep-Alive timeout: the server closes those."""
+        if getattr(conn, "after_stream", False):
+            self.closes_after_stream = True
+        self.resent += 1
+        conn.close()
+
+    def put(self, conn: Any, streamed: bool) -> None:
+        """`conn`'s answer was read to its end: keep it for the next request when the server
+        allows (HTTP/1.1 keep-alive, nothing after the body, not past its `max`, not a stream
+        of a server that closes after streams), else close it."""
+        parser = conn.parser
+        conn.uses += 1
+        timeout, most = keep_alive_terms(parser.headers)
+        if most is not None:
+            conn.most = min(conn.most, conn.uses - 1 + most)
+        keep = (
+            parser.done
+            and parser.keep_alive
+            and not parser.surplus
+            and conn.error is None
+            and not conn.eof
+            and conn.uses < conn.most
+            and not (streamed and self.closes_after_stream)
+            and not self._closed
+        )
+        if not keep:
+            conn.close()
+            return
+        idle = IDLE_S if timeout is None else min(IDLE_S, timeout - MARGIN_S)
+        conn.renew()
+        if not conn.alive():  # closed as the answer ended: after a stream, that is learnt
+            if streamed:
+                self.closes_after_stream = True
+            conn.close()
+            return
+        conn.after_stream = streamed
+        conn.idle_until = time.monotonic() + idle
+        with self._cond:
+            if self._closed:
+                keep = False
+            else:
+                self._idle.append(conn)
+        if not keep:
+            conn.close()
+            return
+        self._notify()
+
+    def close(self) -> None:
+        """Close every kept connection; keep none from now on (the client is closed)."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+class AsyncPool(Pool):
+    """The asyncio client's pool: the same, but a request beyond `max_connections` awaits a
+    future of its own, woken when a connection comes free (from any thread, any loop)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    async def acquire(self, until: float, fresh: bool = False, holding: bool = False) -> Any:
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        while True:
+            with self._cond:
+                conn, may_open, dead = self._take(loop, fresh, holding)
+                if not (conn is not None or may_open or dead):
+                    waiter = loop.create_future()
+                    self._waiters.append((loop, waiter))
+            for stale in dead:
+                stale.close()
+            if conn is not None or may_open:
+                return conn
+            if dead:
+                continue
+            try:
+                async with asyncio.timeout_at(loop.time() + (until - time.monotonic())):
+                    await waiter
+            except TimeoutError:
+                raise _pool_timeout(self.limit, time.monotonic() - start) from None
+            finally:
+                with self._cond:
+                    if (loop, waiter) in self._waiters:
+                        self._waiters.remove((loop, waiter))
+
+    def _notify(self) -> None:
+        with self._cond:
+            waiters, self._waiters = self._waiters, []
+        for loop, waiter in waiters:  # each looks again; those that find none wait again
+            _wake(loop, waiter)
+
+
+def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        if not waiter.done():
+            waiter.set_result(None)
+        return
+    try:
+        loop.call_soon_threadsafe(_settle, waiter)
+    except RuntimeError:  # its loop is closed: nobody waits on it any more
+        pass
+
+
+def _settle(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,312 @@
+"""Keep-alive (docs/client.md, rule KEEP-ALIVE), both clients and both twins, against a loopback
+server that keeps connections alive and drops one where the test says (tests/_keepalive.py):
+a connection whose answer was read to its end carries the next request; one the server closed
+while idle is replaced at once, the request sent once on a fresh one, never counted as a try;
+after a byte of an answer nothing is sent again; a stream closed early is not kept; at most
+`max_connections` are open."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from _drivers import cfg
+from _keepalive import AFTER, BEFORE, CUT, DURING, KeepAliveServer
+from llamafast import Completion, ProtocolError, Retrying, WaitTimeoutError
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+class SyncUse:
+    """The sync client, one call at a time: `chat`, `complete` (a callback) or `models`; each
+    gives the events it handed out (Retrying among them)."""
+
+    def __init__(self, package: Any, config: llamafast.Config) -> None:
+        self.client = package.Client(config)
+
+    @property
+    def pool(self) -> Any:
+        return self.client._pool
+
+    def chat(self, stop_after: int | None = None) -> list[Any]:
+        events: list[Any] = []
+        with self.client.stream(MESSAGES) as stream:
+            for event in stream:
+                events.append(event)
+                if stop_after is not None and len(events) >= stop_after:
+                    return events
+            assert isinstance(stream.completion, Completion)
+        return events
+
+    def complete(self) -> list[Any]:
+        events: list[Any] = []
+        self.client.complete(MESSAGES, events.append)
+        return events
+
+    def models(self) -> list[Any]:
+        assert self.client.models()
+        return []
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class AsyncUse(SyncUse):
+    """The asyncio client, each call run on one event loop that lives as long as the client."""
+
+    def __init__(self, package: Any, config: llamafast.Config) -> None:
+        self.runner = asyncio.Runner()
+        self.client = package.AsyncClient(config)
+
+    def chat(self, stop_after: int | None = None) -> list[Any]:
+        async def run() -> list[Any]:
+            events: list[Any] = []
+            async with self.client.stream(MESSAGES) as stream:
+                async for event in stream:
+                    events.append(event)
+                    if stop_after is not None and len(events) >= stop_after:
+                        return events
+                assert isinstance(stream.completion, Completion)
+            return events
+
+        return self.runner.run(run())
+
+    def complete(self) -> list[Any]:
+        events: list[Any] = []
+        self.runner.run(self.client.complete(MESSAGES, events.append))
+        return events
+
+    def models(self) -> list[Any]:
+        assert self.runner.run(self.client.models())
+        return []
+
+    def close(self) -> None:
+        self.runner.run(self.client.aclose())
+        self.runner.close()
+
+
+USES: dict[str, Callable[[llamafast.Config], SyncUse]] = {
+    "sync": lambda c: SyncUse(llamafast, c),
+    "async": lambda c: AsyncUse(llamafast, c),
+    "pure-sync": lambda c: SyncUse(llamafast.pure, c),
+    "pure-async": lambda c: AsyncUse(llamafast.pure, c),
+}
+
+
+@pytest.fixture(params=list(USES))
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def using(kind: str, server: KeepAliveServer, **limits: Any) -> SyncUse:
+    return USES[kind](cfg(server.url, **limits))
+
+
+@pytest.fixture
+def served() -> Iterator[KeepAliveServer]:
+    with KeepAliveServer() as server:
+        yield server
+
+
+def calls(use: SyncUse, n: int) -> list[Any]:
+    """`n` requests one after the other, chat, complete and models in turn: their events."""
+    events: list[Any] = []
+    for i in range(n):
+        events += (use.chat, use.complete, use.models)[i % 3]()
+    return events
+
+
+def retried(events: list[Any]) -> list[Any]:
+    return [e for e in events if isinstance(e, Retrying)]
+
+
+def test_sequential_requests_share_one_connection(kind: str, served: KeepAliveServer) -> None:
+    use = using(kind, served)
+    try:
+        events = calls(use, 30)
+    finally:
+        use.close()
+    assert retried(events) == []
+    assert served.accepted == 1
+    assert [n for n, _ in served.answered] == [1] * 30
+    assert served.arrived == 30  # nothing sent twice
+    assert use.pool.opened == 1
+
+
+def test_a_server_that_closes_after_each_stream_costs_one_resend_at_most(kind: str) -> None:
+    # llama-server's manner: it says keep-alive, then closes after every streamed answer. The
+    # first such close is learnt; from then on the client closes those connections itself.
+    with KeepAliveServer(close_after_stream=True) as server:
+        use = using(kind, server)
+        try:
+            events: list[Any] = []
+            for _ in range(10):
+                events += use.chat() + use.models()
+        finally:
+            use.close()
+    assert retried(events) == []
+    assert len(server.answered) == 20
+    assert use.pool.resent <= 1
+    assert use.pool.closes_after_stream
+    assert server.accepted <= 11  # one per stream, and the first whole answer's
+
+
+@pytest.mark.parametrize("moment", [BEFORE, DURING, AFTER])
+def test_a_kept_connection_the_server_dropped_is_replaced_without_a_try(
+    kind: str, moment: str
+) -> None:
+    # Request 3, a chat's POST, meets the connection that carried request 2's whole answer.
+    with KeepAliveServer(plan={3: moment}) as server:
+        use = using(kind, server, retries=0)  # a counted try would fail the request
+        try:
+            events: list[Any] = []
+            for call in (use.models, use.models, use.chat, use.chat, use.models):
+                events += call()
+                time.sleep(0.05)  # the close BEFORE a request is seen while the client is idle
+        finally:
+            use.close()
+    assert retried(events) == []
+    assert [n for n, _ in server.answered] == [1, 1, 2, 2, 2]
+    assert server.accepted == 2
+    # The request the server dropped came twice DURING or AFTER its send, never BEFORE it.
+    assert server.arrived == (5 if moment == BEFORE else 6)
+
+
+def test_once_a_byte_of_the_answer_came_nothing_is_sent_again(kind: str) -> None:
+    with KeepAliveServer(plan={3: CUT}) as server:
+        use = using(kind, server)
+        try:
+            use.chat()
+            use.chat()
+            with pytest.raises(ProtocolError, match=r"not HTTP/1\.1"):
+                use.chat()
+        finally:
+            use.close()
+    assert server.arrived == 3
+    assert server.accepted == 1
+
+
+def test_a_stream_closed_early_is_not_kept(kind: str, served: KeepAliveServer) -> None:
+    use = using(kind, served)
+    try:
+        use.chat(stop_after=1)
+        use.chat()
+        use.models()
+    finally:
+        use.close()
+    assert [n for n, _ in served.answered] == [1, 2, 2]
+    assert served.accepted == 2
+
+
+def test_keep_alive_max_is_honoured(kind: str) -> None:
+    with KeepAliveServer(most=3) as server:
+        use = using(kind, server, retries=0)
+        try:
+            for _ in range(7):
+                use.models()
+        finally:
+            use.close()
+    assert [n for n, _ in server.answered] == [1, 1, 1, 2, 2, 2, 3]
+    assert server.arrived == 7  # no request met a connection the server had ended
+    assert use.pool.resent == 0
+
+
+def test_a_connection_idle_past_the_servers_timeout_is_not_used(kind: str) -> None:
+    with KeepAliveServer(header="timeout=1") as server:  # kept for 1 - 0.5 s at most
+        use = using(kind, server, retries=0)
+        try:
+            use.models()
+            time.sleep(0.7)
+            use.models()
+        finally:
+            use.close()
+    assert [n for n, _ in server.answered] == [1, 2]
+    assert use.pool.resent == 0
+
+
+def test_closing_the_client_closes_its_kept_connections(kind: str, served: KeepAliveServer) -> None:
+    use = using(kind, served)
+    use.models()
+    assert served.open_now == 1
+    use.close()
+    deadline = time.monotonic() + 5
+    while served.open_now and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert served.open_now == 0
+
+
+def test_threads_share_one_sync_client(served: KeepAliveServer) -> None:
+    client = llamafast.Client(cfg(served.url))
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(10):
+                if i % 2:
+                    client.models()
+                else:
+                    client.complete(MESSAGES)
+        except BaseException as err:  # the test reports it
+            failures.append(err)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    client.close()
+    assert failures == []
+    assert len(served.answered) == 80
+    assert served.accepted <= 8
+    assert served.open_most <= 8
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_max_connections_bounds_the_open_connections(package: Any) -> None:
+    async def main(server: KeepAliveServer) -> list[Completion]:
+        async with package.AsyncClient(cfg(server.url, max_connections=2)) as client:
+            return list(await asyncio.gather(*(client.complete(MESSAGES) for _ in range(6))))
+
+    with KeepAliveServer(delay=0.1) as server:
+        done = asyncio.run(main(server))
+    assert len(done) == 6
+    assert server.open_most <= 2
+    assert server.accepted <= 2
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_waiting_past_its_deadline_for_a_connection_names_max_connections(package: Any) -> None:
+    async def main(server: KeepAliveServer) -> None:
+        config = cfg(server.url, max_connections=1, wait_timeout=0.3)
+        async with package.AsyncClient(config) as client:
+            async with client.stream(MESSAGES) as holding:  # holds the one connection
+                await anext(holding)
+                with pytest.raises(WaitTimeoutError, match="max_connections"):
+                    await client.complete(MESSAGES)
+                async for _ in holding:
+                    pass
+            await client.complete(MESSAGES)  # its connection came free: kept, and reused
+
+    with KeepAliveServer() as server:
+        asyncio.run(main(server))
+        assert server.accepted == 1
+        assert server.arrived == 2
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_request_holding_a_connection_never_waits_for_a_second(package: Any) -> None:
+    # With one connection allowed, the chat's late first byte still gets its /slots probe
+    # (on a second connection): a request never waits for a connection it holds itself.
+    with KeepAliveServer(delay=0.5) as server:
+        config = cfg(server.url, max_connections=1, slot_check_delay=0.05)
+        with package.Client(config) as client:
+            client.complete(MESSAGES)
+        paths = [path for _, path in server.answered]
+    assert paths == ["/slots", "/v1/chat/completions"]
