@@ -24,6 +24,7 @@ __all__ = ["KeepAliveServer"]
 # Where the server drops a connection, relative to the request a plan names.
 BEFORE, DURING, AFTER = "before", "during", "after"
 CUT = "cut"  # answer the first bytes of a head, then close
+SURPLUS = "surplus"  # answer, with bytes after the answer's end
 WHOLE = {"/slots": "get_slots"}  # the recording of each whole answer but /models
 
 
@@ -54,7 +55,8 @@ class KeepAliveServer(LoopbackServer):
     byte came) or AFTER it (read whole, not answered). `close_after_stream`: close after every
     streamed answer; `most`: close after that many answers on a connection (and say
     `max=most`); `header`: the Keep-Alive header (None: none); `delay`: seconds before each
-    chat's answer. CUT: answer the first bytes of a head, then close."""
+    chat's answer. CUT: answer the first bytes of a head, then close; SURPLUS: answer, and
+    send bytes after the answer."""
 
     plan: dict[int, str] = field(default_factory=dict)
     close_after_stream: bool = False
@@ -118,7 +120,7 @@ class KeepAliveServer(LoopbackServer):
             with self._lock:  # logged before it is sent: a client that has it sees it logged
                 self.answered.append((number, req.path))
                 after = self.plan.get(k + 1)
-            conn.sendall(kept(name, self.header))
+            conn.sendall(kept(name, self.header) + (b"\r\n" if moment == SURPLUS else b""))
             answers += 1
             if after == BEFORE or (streamed and self.close_after_stream):
                 return

@@ -68,6 +68,7 @@ def run(mod: Any, raw: bytes, cuts: list[int], size: int = 1 << 16) -> dict[str,
         "headers": parser.headers,
         "head_done": parser.head_done,
         "done": parser.done,
+        "surplus": parser.surplus,
         "body": bytes(body),
         "error": error,
     }
@@ -229,6 +230,17 @@ def test_good_content_lengths(http: Any, value: bytes, length: int) -> None:
         assert got["done"] and got["error"] is None
     else:
         assert got["error"] == (TruncatedError, str(TruncatedError()))
+
+
+@pytest.mark.parametrize("after", [b"", b"x", b"\r\n", b"HTTP/1.1 200 OK\r\n"])
+def test_bytes_after_the_body_are_surplus(http: Any, after: bytes) -> None:
+    # Bytes after a complete answer are not ours: the connection cannot carry another answer
+    # (docs/client.md, rule KEEP-ALIVE), however the bytes are split.
+    for raw in (FINAL + after, CHUNKED + b"5\r\nhello\r\n0\r\n\r\n" + after):
+        got = outcome(http, raw)
+        assert got["body"] == b"hello"
+        assert got["done"]
+        assert got["surplus"] is bool(after)
 
 
 def test_repeated_content_length_fields_are_one_list(http: Any) -> None:

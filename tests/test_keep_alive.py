@@ -18,7 +18,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _drivers import cfg
-from _keepalive import AFTER, BEFORE, CUT, DURING, KeepAliveServer
+from _keepalive import AFTER, BEFORE, CUT, DURING, SURPLUS, KeepAliveServer
 from llamafast import Completion, ProtocolError, Retrying, WaitTimeoutError
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -310,3 +310,16 @@ def test_a_request_holding_a_connection_never_waits_for_a_second(package: Any) -
             client.complete(MESSAGES)
         paths = [path for _, path in server.answered]
     assert paths == ["/slots", "/v1/chat/completions"]
+
+
+def test_a_connection_with_bytes_after_its_answer_is_not_kept(kind: str) -> None:
+    with KeepAliveServer(plan={2: SURPLUS}) as server:
+        use = using(kind, server, retries=0)
+        try:
+            for _ in range(4):
+                use.models()
+                time.sleep(0.02)  # the surplus has come before the next request
+        finally:
+            use.close()
+    assert [n for n, _ in server.answered] == [1, 1, 2, 2]
+    assert server.arrived == 4
