@@ -322,7 +322,7 @@ def to_tools(tools: object) -> tuple[ToolSchema, ...]:
     return tuple(out)
 
 
-def chat_request(req: object, fields: dict[str, Any]) -> ChatRequest:
+def chat_request(req: object, fields: Mapping[str, Any]) -> ChatRequest:
     """The ChatRequest a client call means: `req` itself when it is one (then no `fields`), or
     the messages `req` and the keyword `fields` (ChatRequest's; `slot` None unless given;
     `max_completion_tokens` is `max_tokens`, and both given is a ValueError)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypedDict
 
 from ._errors import ProtocolError, cut
 from ._partial_json import locate
@@ -20,6 +20,7 @@ __all__ = [
     "Assistant",
     "Audio",
     "ChatEvent",
+    "ChatFields",
     "ChatMessage",
     "ChatRequest",
     "Completion",
@@ -326,6 +327,39 @@ class ChatRequest:
     reasoning_effort: str | None = None
     reasoning_budget_tokens: int | None = None
     extra: Mapping[str, Any] | None = None
+
+
+class ChatFields(TypedDict, total=False):
+    """The keywords of `stream`, `complete` and `count_tokens`, typed (PEP 692's
+    `**fields: Unpack[ChatFields]`), so a type checker rejects an unknown keyword or a value of
+    the wrong type (docs/request-body.md, rule TYPED-KEYWORDS). Each may be left out: ChatRequest's
+    fields but `messages` (`slot`, `tools`, `thinking`, `max_tokens`, `temperature`, `top_p`,
+    `top_k`, `min_p`, `seed`, `stop`, `tool_choice`, `response_format`, `grammar`, `model`,
+    `logprobs`, `top_logprobs`, `extra`, `reasoning_effort`, `reasoning_budget_tokens`), with
+    their types; `tools` takes openai-shaped tool dicts too; and `max_completion_tokens`, the
+    openai SDK's name for `max_tokens`, sent as it. A dict of them can be passed on
+    (`client.stream(messages, **options)`)."""
+
+    slot: int | None
+    tools: Sequence[ToolSchema | Mapping[str, Any]]
+    thinking: bool
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    min_p: float | None
+    seed: int | None
+    stop: Sequence[str]
+    tool_choice: str | None
+    response_format: Mapping[str, Any] | None
+    grammar: str | None
+    model: str | None
+    logprobs: bool
+    top_logprobs: int | None
+    extra: Mapping[str, Any] | None
+    reasoning_effort: str | None
+    reasoning_budget_tokens: int | None
+    max_completion_tokens: int | None
 
 
 class FinishReason(enum.Enum):

@@ -21,7 +21,7 @@ import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, Unpack
 
 from .._body import build_body
 from .._config import Config, Limits
@@ -57,6 +57,7 @@ from .._messages import chat_request
 from .._url import Target
 from .._values import (
     ChatEvent,
+    ChatFields,
     ChatMessage,
     ChatRequest,
     Completion,
@@ -124,7 +125,7 @@ class AsyncClient:
         /,
         *,
         limits: Limits | None = None,
-        **fields: Any,
+        **fields: Unpack[ChatFields],
     ) -> AsyncClientStream:
         """The answer as a stream to iterate (`with` / `async with`). `req` is a ChatRequest,
         or the messages (the library's values or openai-shaped dicts) with the request's
@@ -151,7 +152,7 @@ class AsyncClient:
         on_event: Callable[[ChatEvent], Awaitable[object] | object] | None = None,
         *,
         limits: Limits | None = None,
-        **fields: Any,
+        **fields: Unpack[ChatFields],
     ) -> Completion:
         """Stream the request to its end, handing each event to `on_event`; the Completion.
         `req`, `limits` and `fields` as for `stream`.
@@ -233,7 +234,7 @@ class AsyncClient:
         return await self._call(ServerCall(self._core).props())
 
     async def count_tokens(
-        self, req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]], /, **fields: Any
+        self, req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]], /, **fields: Unpack[ChatFields]
     ) -> int:
         """The prompt tokens the server would count for `req` (a ChatRequest, or a list of
         messages with ChatRequest's keywords as `fields`): POST

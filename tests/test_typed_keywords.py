@@ -1,0 +1,216 @@
+"""The request's keywords are typed (docs/request-body.md, rule TYPED-KEYWORDS): `stream`,
+`complete` and `count_tokens` take `**fields: Unpack[ChatFields]` (PEP 692), so `mypy --strict`
+rejects an unknown keyword and a value of the wrong type, on both clients; `Embeddings` rows
+are floats to a type checker. ChatFields lists ChatRequest's fields with their types (the test
+below ties the two), so they cannot drift apart.
+
+mypy runs once, on a file of wrong calls (each marked with the error code expected on its line)
+and a file of right calls (no error at all), with its cache in the test's own folder. mypy is in
+the [dev] extra, not the [test] one: without it the test skips, but .ci/run installs it beside
+the wheel (stage 3s) and runs this file there, where LLAMAFAST_REQUIRE_MYPY=1 turns the skip
+into a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from llamafast import ChatFields, ChatRequest, ToolSchema
+
+# The keywords that are no field of ChatRequest: the openai SDK's name for `max_tokens`, sent as
+# it (docs/request-body.md, rule OPENAI-SHAPE).
+KEYWORD_ONLY: dict[str, Any] = {"max_completion_tokens": int | None}
+# The fields the shapes branch adds to ChatRequest (issue 27, item 1), typed here already. Until
+# that branch is merged they may be missing from ChatRequest; AT THE MERGE, empty this dict (the
+# test then demands them of ChatRequest like every other field).
+PENDING: dict[str, Any] = {"reasoning_effort": str | None, "reasoning_budget_tokens": int | None}
+# A keyword wider than its field: `tools` takes the openai-shaped dicts too (converted to
+# ToolSchemas, docs/request-body.md, rule OPENAI-SHAPE).
+WIDER: dict[str, Any] = {"tools": Sequence[ToolSchema | Mapping[str, Any]]}
+
+
+def test_chat_fields_are_chat_requests_fields_with_their_types() -> None:
+    request = typing.get_type_hints(ChatRequest)
+    names = [f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages"]
+    want = {name: WIDER.get(name, request[name]) for name in names}
+    want.update(KEYWORD_ONLY)
+    for name, kind in PENDING.items():
+        assert request.get(name, kind) == kind, name  # once there, its type is this one
+        want[name] = kind
+    assert typing.get_type_hints(ChatFields) == want
+    assert ChatFields.__total__ is False  # every keyword may be left out
+    assert set(ChatFields.__optional_keys__) == set(want)
+
+
+def test_chat_fields_is_public_in_both_faces() -> None:
+    assert llamafast.ChatFields is llamafast.pure.ChatFields is ChatFields
+    assert "ChatFields" in llamafast.__all__ and "ChatFields" in llamafast.pure.__all__
+
+
+# Each line marked `# E: code` must have exactly that mypy error; no other line may have one.
+WRONG = """\
+from llamafast import AsyncClient, Client, Embeddings, User
+
+messages = [User("hi")]
+
+
+def sync_calls(client: Client) -> None:
+    client.stream(messages, max_token=5)  # E: call-arg
+    client.stream(messages, temperature="hot")  # E: arg-type
+    client.stream(messages, slot="0")  # E: arg-type
+    client.stream(messages, thinking=None)  # E: arg-type
+    client.stream(messages, logprobs=1.5)  # E: arg-type
+    client.stream(messages, max_completion_tokens=2.5)  # E: arg-type
+    client.stream(messages, reasoning_budget_tokens="64")  # E: arg-type
+    client.complete(messages, top_k=1.5)  # E: arg-type
+    client.complete(messages, seeed=1)  # E: call-arg
+    client.complete(messages, response_format="json")  # E: arg-type
+    client.count_tokens(messages, max_token=5)  # E: call-arg
+    client.count_tokens(messages, tools=[1])  # E: list-item
+    client.count_tokens(messages, reasoning_effort=0)  # E: arg-type
+
+
+async def async_calls(client: AsyncClient) -> None:
+    client.stream(messages, max_token=5)  # E: call-arg
+    client.stream(messages, temperature="hot")  # E: arg-type
+    client.stream(messages, grammar=b"root ::= x")  # E: arg-type
+    await client.complete(messages, min_p="0.1")  # E: arg-type
+    await client.complete(messages, tool_choice=1)  # E: arg-type
+    await client.complete(messages, stream=True)  # E: call-arg
+    await client.count_tokens(messages, model=1)  # E: arg-type
+    await client.count_tokens(messages, extra=[("a", 1)])  # E: arg-type
+    await client.count_tokens(messages, max_token=5)  # E: call-arg
+
+
+def rows(e: Embeddings) -> None:
+    y: str = e[0][0]  # E: assignment
+    n: int = e[0][0]  # E: assignment
+    for row in e:
+        s: str = row[0]  # E: assignment
+    v: bytes = e.view[0, 0]  # E: assignment
+    print(y, n, s, v)
+"""
+
+RIGHT = """\
+from typing import assert_type
+
+from llamafast import (
+    AsyncClient,
+    ChatFields,
+    ChatRequest,
+    Client,
+    Completion,
+    Embeddings,
+    ToolSchema,
+    User,
+)
+
+messages = [User("hi")]
+tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+
+
+def sync_calls(client: Client) -> None:
+    with client.stream(messages, max_tokens=5, temperature=0.7, top_p=0.9, top_k=40) as stream:
+        for _ in stream:
+            pass
+    done: Completion = client.complete(
+        [{"role": "user", "content": "hi"}],
+        slot=0,
+        thinking=True,
+        min_p=0.05,
+        seed=1,
+        stop=["\\n"],
+        tools=[ToolSchema("f", "d", {}), tool],
+        tool_choice="auto",
+        response_format={"type": "json_object"},
+        grammar=None,
+        model="m",
+        logprobs=True,
+        top_logprobs=2,
+        extra={"n_probs": 1},
+    )
+    print(done)
+    n: int = client.count_tokens(messages, max_completion_tokens=5, reasoning_effort="none")
+    print(n, client.count_tokens(ChatRequest(0, messages)))
+    options: ChatFields = {"temperature": 0.0, "reasoning_budget_tokens": 64}
+    client.stream(messages, **options)
+
+
+async def async_calls(client: AsyncClient) -> None:
+    async with client.stream(messages, max_tokens=5, temperature=1) as stream:
+        async for _ in stream:
+            pass
+    done: Completion = await client.complete(messages, None, stop=(), tools=())
+    n: int = await client.count_tokens(messages, slot=None, top_logprobs=None)
+    print(done, n)
+
+
+def rows(e: Embeddings) -> None:
+    x: float = e[0][0]
+    assert_type(e[0][0], float)
+    assert_type(e.view[0, 0], float)
+    for row in e:
+        assert_type(row[0], float)
+    print(x, memoryview(e).shape)  # still a buffer (PEP 688)
+"""
+
+ERROR = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): error: (?P<text>.*)  \[(?P<code>[a-z-]+)\]$")
+
+
+def _expected(text: str) -> dict[int, str]:
+    """Line number -> the error code its `# E: code` comment expects."""
+    marks = (re.search(r"# E: ([a-z-]+)$", line) for line in text.splitlines())
+    return {n: m.group(1) for n, m in enumerate(marks, 1) if m}
+
+
+def _mypy(tmp_path: Path, *files: Path) -> str:
+    """One strict mypy run over `files`, its cache in `tmp_path`: its report."""
+    if importlib.util.find_spec("mypy") is None:
+        if os.environ.get("LLAMAFAST_REQUIRE_MYPY", "") not in ("", "0"):
+            pytest.fail("LLAMAFAST_REQUIRE_MYPY is set, but mypy is not installed")
+        pytest.skip("mypy is not installed (it is in the [dev] extra; .ci/run runs this test)")
+    env = dict(os.environ)
+    package_root = Path(llamafast.__file__).resolve().parent.parent
+    if "site-packages" not in package_root.parts:  # a source checkout: show mypy where it is
+        env["MYPYPATH"] = str(package_root)
+    cache = str(tmp_path / "cache")
+    command = [sys.executable, "-m", "mypy", "--strict", "--no-pretty", "--cache-dir", cache]
+    done = subprocess.run(
+        [*command, "--no-error-summary", *map(str, files)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # 2: mypy itself failed
+    return done.stdout
+
+
+def test_mypy_strict_flags_each_wrong_call_and_passes_the_right_ones(tmp_path: Path) -> None:
+    wrong, right = tmp_path / "wrong_calls.py", tmp_path / "right_calls.py"
+    wrong.write_text(WRONG, encoding="utf-8")
+    right.write_text(RIGHT, encoding="utf-8")
+    report = _mypy(tmp_path, wrong, right)
+    found: dict[str, dict[int, str]] = {wrong.name: {}, right.name: {}}
+    for line in report.splitlines():
+        hit = ERROR.match(line)
+        assert hit is not None or ": note: " in line, f"unexpected mypy output: {line}"
+        if hit is not None:
+            where = found[Path(hit["file"]).name]
+            assert int(hit["line"]) not in where, f"two errors on one line: {line}\n{report}"
+            where[int(hit["line"])] = hit["code"]
+    assert found[right.name] == {}, report
+    assert found[wrong.name] == _expected(WRONG), report
