@@ -4,30 +4,23 @@ rejects an unknown keyword and a value of the wrong type, on both clients; `Embe
 are floats to a type checker. ChatFields lists ChatRequest's fields with their types (the test
 below ties the two), so they cannot drift apart.
 
-mypy runs once, on a file of wrong calls (each marked with the error code expected on its line)
-and a file of right calls (no error at all), with its cache in the test's own folder. mypy is in
-the [dev] extra, not the [test] one: without it the test skips, but .ci/run installs it beside
-the wheel (stage 3s) and runs this file there, where LLAMAFAST_REQUIRE_MYPY=1 turns the skip
-into a failure.
+mypy runs once (tests/_mypy.py), on a file of wrong calls (each marked with the error code
+expected on its line) and a file of right calls (no error at all). Without mypy the test skips;
+.ci/run installs it beside the wheel (stage 3s) and runs this file there.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
 import re
-import subprocess
-import sys
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import llamafast
 import llamafast.pure
+from _mypy import strict_mypy
 from llamafast import ChatFields, ChatRequest, ToolSchema
 
 # The keywords that are no field of ChatRequest: the openai SDK's name for `max_tokens`, sent as
@@ -176,34 +169,13 @@ def _expected(text: str) -> dict[int, str]:
     return {n: m.group(1) for n, m in enumerate(marks, 1) if m}
 
 
-def _mypy(tmp_path: Path, *files: Path) -> str:
-    """One strict mypy run over `files`, its cache in `tmp_path`: its report."""
-    if importlib.util.find_spec("mypy") is None:
-        if os.environ.get("LLAMAFAST_REQUIRE_MYPY", "") not in ("", "0"):
-            pytest.fail("LLAMAFAST_REQUIRE_MYPY is set, but mypy is not installed")
-        pytest.skip("mypy is not installed (it is in the [dev] extra; .ci/run runs this test)")
-    env = dict(os.environ)
-    package_root = Path(llamafast.__file__).resolve().parent.parent
-    if "site-packages" not in package_root.parts:  # a source checkout: show mypy where it is
-        env["MYPYPATH"] = str(package_root)
-    cache = str(tmp_path / "cache")
-    command = [sys.executable, "-m", "mypy", "--strict", "--no-pretty", "--cache-dir", cache]
-    done = subprocess.run(
-        [*command, "--no-error-summary", *map(str, files)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-    )
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # 2: mypy itself failed
-    return done.stdout
-
-
 def test_mypy_strict_flags_each_wrong_call_and_passes_the_right_ones(tmp_path: Path) -> None:
     wrong, right = tmp_path / "wrong_calls.py", tmp_path / "right_calls.py"
     wrong.write_text(WRONG, encoding="utf-8")
     right.write_text(RIGHT, encoding="utf-8")
-    report = _mypy(tmp_path, wrong, right)
+    done = strict_mypy(tmp_path, wrong, right)
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # 2: mypy itself failed
+    report = done.stdout
     found: dict[str, dict[int, str]] = {wrong.name: {}, right.name: {}}
     for line in report.splitlines():
         hit = ERROR.match(line)
