@@ -26,9 +26,9 @@ from llamafast import ChatFields, ChatRequest, ToolSchema
 # The keywords that are no field of ChatRequest: the openai SDK's name for `max_tokens`, sent as
 # it (docs/request-body.md, rule OPENAI-SHAPE).
 KEYWORD_ONLY: dict[str, Any] = {"max_completion_tokens": int | None}
-# The fields the shapes branch adds to ChatRequest (issue 27, item 1), typed here already. Until
-# that branch is merged they may be missing from ChatRequest; AT THE MERGE, empty this dict (the
-# test then demands them of ChatRequest like every other field).
+# The fields the shapes branch adds to ChatRequest, typed here already: until that branch is
+# merged they may be missing from ChatRequest (where present, they must have this type). AT THE
+# MERGE, empty this dict: the test then demands them of ChatRequest like every other field.
 PENDING: dict[str, Any] = {"reasoning_effort": str | None, "reasoning_budget_tokens": int | None}
 # A keyword wider than its field: `tools` takes the openai-shaped dicts too (converted to
 # ToolSchemas, docs/request-body.md, rule OPENAI-SHAPE).

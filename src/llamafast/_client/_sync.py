@@ -125,9 +125,9 @@ class Client:
     ) -> ClientStream:
         """The answer as a stream to iterate (`with`). `req` is a ChatRequest,
         or the messages (the library's values or openai-shaped dicts) with the request's
-        fields as keywords (ChatRequest's; `slot` None unless given). `limits` bounds this
-        request instead of the client's Limits. The body is built now, so a bad request raises
-        ValueError/TypeError here, before anything is sent."""
+        fields as keywords (ChatRequest's, typed by `ChatFields`; `slot` None unless given).
+        `limits` bounds this request instead of the client's Limits. The body is built now, so
+        a bad request raises ValueError/TypeError here, before anything is sent."""
         if self._closed:
             raise RuntimeError(f"this {type(self).__name__} is closed: make a new one")
         req = chat_request(req, fields)
@@ -226,7 +226,10 @@ class Client:
         return self._call(ServerCall(self._core).props())
 
     def count_tokens(
-        self, req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]], /, **fields: Unpack[ChatFields]
+        self,
+        req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]],
+        /,
+        **fields: Unpack[ChatFields],
     ) -> int:
         """The prompt tokens the server would count for `req` (a ChatRequest, or a list of
         messages with ChatRequest's keywords as `fields`): POST

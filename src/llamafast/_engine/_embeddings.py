@@ -79,8 +79,8 @@ class Embeddings(_RowsExport):
     on Python 3.11 only with the Cython twin, and on every version `e.view`) gives a read-only
     2-D view of shape `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()`
     builds the floats when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row
-    `i`. `model` and `usage` are as the server sent them. Equal when shape, values, model and
-    usage are."""
+    `i` (to a type checker `memoryview[float]`, docs/client.md, rule EMBEDDINGS). `model` and
+    `usage` are as the server sent them. Equal when shape, values, model and usage are."""
 
     __slots__ = ("_flat", "_view", "dim", "model", "n", "usage")
 
