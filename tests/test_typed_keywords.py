@@ -18,34 +18,56 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import llamafast
 import llamafast.pure
 from _mypy import strict_mypy
-from llamafast import ChatFields, ChatRequest, ToolSchema
+from llamafast import ChatFields, ChatRequest, Config, ToolSchema, User
+from llamafast._body import build_body
+from llamafast._messages import FIELDS, MAX_COMPLETION_TOKENS, chat_request
+from llamafast._values import ReasoningEffort
 
-# The keywords that are no field of ChatRequest: the openai SDK's name for `max_tokens`, sent as
-# it (docs/request-body.md, rule OPENAI-SHAPE).
-KEYWORD_ONLY: dict[str, Any] = {"max_completion_tokens": int | None}
-# The fields the shapes branch adds to ChatRequest, typed here already: until that branch is
-# merged they may be missing from ChatRequest (where present, they must have this type). AT THE
-# MERGE, empty this dict: the test then demands them of ChatRequest like every other field.
-PENDING: dict[str, Any] = {"reasoning_effort": str | None, "reasoning_budget_tokens": int | None}
 # A keyword wider than its field: `tools` takes the openai-shaped dicts too (converted to
 # ToolSchemas, docs/request-body.md, rule OPENAI-SHAPE).
 WIDER: dict[str, Any] = {"tools": Sequence[ToolSchema | Mapping[str, Any]]}
+# A keyword that is no field of ChatRequest but another field's name: the openai SDK's name for
+# `max_tokens`, sent as it (rule OPENAI-SHAPE), so typed as it.
+ALIASES: dict[str, str] = {MAX_COMPLETION_TOKENS: "max_tokens"}
 
 
-def test_chat_fields_are_chat_requests_fields_with_their_types() -> None:
-    request = typing.get_type_hints(ChatRequest)
-    names = [f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages"]
-    want = {name: WIDER.get(name, request[name]) for name in names}
-    want.update(KEYWORD_ONLY)
-    for name, kind in PENDING.items():
-        assert request.get(name, kind) == kind, name  # once there, its type is this one
-        want[name] = kind
-    assert typing.get_type_hints(ChatFields) == want
+def test_chat_fields_are_the_keywords_chat_request_takes() -> None:
+    # The TypedDict and what the call reads at run time cannot drift apart: a field added to
+    # ChatRequest (so taken as a keyword) and not to ChatFields, or the reverse, fails here.
+    keys = typing.get_type_hints(ChatFields)
+    assert set(keys) == set(FIELDS)
     assert ChatFields.__total__ is False  # every keyword may be left out
-    assert set(ChatFields.__optional_keys__) == set(want)
+    assert set(ChatFields.__optional_keys__) == set(keys)
+    defaults = {f.name: f.default for f in dataclasses.fields(ChatRequest)}
+    for name in keys:  # each is taken, alone, with its field's default
+        value = defaults.get(ALIASES.get(name, name), dataclasses.MISSING)
+        chat_request([User("hi")], {name: None if value is dataclasses.MISSING else value})
+    with pytest.raises(TypeError, match="'max_token' is not a field of a chat request"):
+        chat_request([User("hi")], {"max_token": 5})
+
+
+def test_chat_fields_have_their_fields_types() -> None:
+    request = typing.get_type_hints(ChatRequest)
+    want = {name: WIDER.get(name, request[ALIASES.get(name, name)]) for name in FIELDS}
+    assert typing.get_type_hints(ChatFields) == want
+
+
+def test_reasoning_effort_is_typed_as_the_levels_the_body_takes() -> None:
+    # A type checker refuses a level the server does not know (rule REASONING), as the body does.
+    effort = typing.get_type_hints(ChatFields)["reasoning_effort"]
+    assert typing.get_args(effort) == (ReasoningEffort, type(None))
+    assert typing.get_type_hints(ChatRequest)["reasoning_effort"] == effort
+    for level in typing.get_args(ReasoningEffort):
+        assert f'"reasoning_effort":"{level}"' in build_body(
+            Config(), ChatRequest(0, [User("hi")], reasoning_effort=level)
+        )
+    with pytest.raises(ValueError, match="reasoning_effort must be one of"):
+        build_body(Config(), ChatRequest(0, [User("hi")], reasoning_effort="hgih"))  # type: ignore[arg-type]
 
 
 def test_chat_fields_is_public_in_both_faces() -> None:
@@ -74,6 +96,7 @@ def sync_calls(client: Client) -> None:
     client.count_tokens(messages, max_token=5)  # E: call-arg
     client.count_tokens(messages, tools=[1])  # E: list-item
     client.count_tokens(messages, reasoning_effort=0)  # E: arg-type
+    client.count_tokens(messages, reasoning_effort="hgih")  # E: arg-type
 
 
 async def async_calls(client: AsyncClient) -> None:
@@ -86,6 +109,8 @@ async def async_calls(client: AsyncClient) -> None:
     await client.count_tokens(messages, model=1)  # E: arg-type
     await client.count_tokens(messages, extra=[("a", 1)])  # E: arg-type
     await client.count_tokens(messages, max_token=5)  # E: call-arg
+    await client.complete(messages, reasoning_effort="off")  # E: arg-type
+    await client.complete(messages, max_completion_tokens="5")  # E: arg-type
 
 
 def rows(e: Embeddings) -> None:
@@ -139,6 +164,7 @@ def sync_calls(client: Client) -> None:
     n: int = client.count_tokens(messages, max_completion_tokens=5, reasoning_effort="none")
     print(n, client.count_tokens(ChatRequest(0, messages)))
     options: ChatFields = {"temperature": 0.0, "reasoning_budget_tokens": 64}
+    options["reasoning_effort"] = "low"
     client.stream(messages, **options)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
-from typing import Any, Final, TypeAlias, TypedDict
+from typing import Any, Final, Literal, TypeAlias
 
 from ._errors import ProtocolError, cut
 from ._partial_json import locate
@@ -20,7 +20,6 @@ __all__ = [
     "Assistant",
     "Audio",
     "ChatEvent",
-    "ChatFields",
     "ChatMessage",
     "ChatRequest",
     "Completion",
@@ -265,6 +264,12 @@ ChatMessage: TypeAlias = System | User | Assistant | Tool
 """Any chat message: `System`, `User`, `Assistant` or `Tool`."""
 
 
+# reasoning_effort's levels, as llama-server names them (`--reasoning-effort` in its
+# common/arg.cpp): "none" turns thinking off (server-common.cpp), the others reach the template.
+# The one list of them: a type checker refuses any other, and so does the body (_body.EFFORTS).
+ReasoningEffort: TypeAlias = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSchema:
     """A tool the model may call: `name` (what the model calls it by), `description` (what it
@@ -324,42 +329,9 @@ class ChatRequest:
     model: str | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
     reasoning_budget_tokens: int | None = None
     extra: Mapping[str, Any] | None = None
-
-
-class ChatFields(TypedDict, total=False):
-    """The keywords of `stream`, `complete` and `count_tokens`, typed (PEP 692's
-    `**fields: Unpack[ChatFields]`), so a type checker rejects an unknown keyword or a value of
-    the wrong type (docs/request-body.md, rule TYPED-KEYWORDS). Each may be left out: ChatRequest's
-    fields but `messages` (`slot`, `tools`, `thinking`, `max_tokens`, `temperature`, `top_p`,
-    `top_k`, `min_p`, `seed`, `stop`, `tool_choice`, `response_format`, `grammar`, `model`,
-    `logprobs`, `top_logprobs`, `extra`, `reasoning_effort`, `reasoning_budget_tokens`), with
-    their types; `tools` takes openai-shaped tool dicts too; and `max_completion_tokens`, the
-    openai SDK's name for `max_tokens`, sent as it. A dict of them can be passed on
-    (`client.stream(messages, **options)`)."""
-
-    slot: int | None
-    tools: Sequence[ToolSchema | Mapping[str, Any]]
-    thinking: bool
-    max_tokens: int | None
-    temperature: float | None
-    top_p: float | None
-    top_k: int | None
-    min_p: float | None
-    seed: int | None
-    stop: Sequence[str]
-    tool_choice: str | None
-    response_format: Mapping[str, Any] | None
-    grammar: str | None
-    model: str | None
-    logprobs: bool
-    top_logprobs: int | None
-    extra: Mapping[str, Any] | None
-    reasoning_effort: str | None
-    reasoning_budget_tokens: int | None
-    max_completion_tokens: int | None
 
 
 class FinishReason(enum.Enum):

@@ -38,12 +38,12 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
 )
+from ._messages import ChatFields
 from ._values import (
     DONE,
     Assistant,
     Audio,
     ChatEvent,
-    ChatFields,
     ChatMessage,
     ChatRequest,
     Completion,

@@ -49,11 +49,10 @@ from .._core import (
 from .._engine._embeddings import Embeddings
 from .._engine._stream_state import ClosesOnExit
 from .._errors import InferError, StreamClosedEarlyError
-from .._messages import chat_request
+from .._messages import ChatFields, chat_request
 from .._url import Target
 from .._values import (
     ChatEvent,
-    ChatFields,
     ChatMessage,
     ChatRequest,
     Completion,
