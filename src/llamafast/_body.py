@@ -237,7 +237,7 @@ def _unwritable(body: dict[str, Any]) -> str:
     for key, value in body.items():
         try:
             _dumps(value)
-        except (TypeError, ValueError, RecursionError):
+        except (TypeError, ValueError, RecursionError):  # as _serialize's
             return key if key in RESERVED else f"extra[{key!r}]"
     return "the request"  # pragma: no cover - only a failing field makes the whole fail
 
@@ -373,6 +373,8 @@ def _serialize(body: dict[str, Any]) -> str:
     text that cannot be sent as UTF-8 (a lone surrogate)."""
     try:
         text = _dumps(body)
+    # RecursionError stays: json.dumps recurses once per level of a caller's value
+    # (response_format, extra), which no depth check bounds before it is written.
     except (TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{_unwritable(body)} cannot be written as JSON: {err}") from None
     try:
