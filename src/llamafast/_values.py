@@ -70,7 +70,7 @@ class ToolCall:
         text = self.arguments
         try:
             return strict_parse(text, text.encode("utf-8"))
-        except (ValueError, RecursionError) as err:
+        except ValueError as err:  # the strict reader's only fault, at any depth
             fault = locate(text) if isinstance(text, str) else None
             where = (
                 f"at position {fault.position}: {fault.reason}" if fault is not None else f"({err})"
