@@ -1,8 +1,8 @@
 """The request's keywords are typed (docs/request-body.md, rule TYPED-KEYWORDS): `stream`,
 `complete` and `count_tokens` take `**fields: Unpack[ChatFields]` (PEP 692), so `mypy --strict`
 rejects an unknown keyword and a value of the wrong type, on both clients; `Embeddings` rows
-are floats to a type checker. ChatFields lists ChatRequest's fields with their types (the test
-below ties the two), so they cannot drift apart.
+are floats to a type checker. ChatFields lists exactly the keywords `chat_request` takes at run
+time, with their fields' types (the tests below tie them), so the two cannot drift apart.
 
 mypy runs once (tests/_mypy.py), on a file of wrong calls (each marked with the error code
 expected on its line) and a file of right calls (no error at all). Without mypy the test skips;
