@@ -553,6 +553,14 @@ def test_the_edges_of_each_range_are_accepted() -> None:
     assert (got["max_tokens"], got["top_p"], got["min_p"], got["seed"]) == (1, 1, 1.0, -1)
 
 
+def nested_lists(depth: int) -> list[Any]:
+    """A list nesting `depth` lists (built without recursion)."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
@@ -560,6 +568,9 @@ def test_the_edges_of_each_range_are_accepted() -> None:
         ({"response_format": {"x": float("nan")}}, "response_format"),
         ({"extra": {"logit_bias": object()}}, "extra['logit_bias']"),
         ({"extra": {"ok": 1, "n": float("inf")}}, "extra['n']"),
+        # nested past what json.dumps's recursion takes: a RecursionError, caught as the others
+        ({"response_format": {"schema": nested_lists(100_000)}}, "response_format"),
+        ({"extra": {"deep": nested_lists(100_000)}}, "extra['deep']"),
     ],
 )
 def test_a_value_json_cannot_write_is_a_value_error_naming_the_field(

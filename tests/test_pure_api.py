@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
 import pickle
 import socket
 import subprocess
@@ -17,10 +16,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import llamafast
 import llamafast.pure
+from _mypy import strict_mypy
 from llamafast import DONE, ChatRequest, Config, Done, InferConfig, User
 from llamafast._engine import _twins
 
@@ -173,15 +171,7 @@ def first(events: Events) -> str | None:
 
 
 def test_is_done_narrows_for_mypy_strict(tmp_path: Path) -> None:
-    if importlib.util.find_spec("mypy") is None:
-        pytest.skip("mypy is not installed (it is in the [dev] extra)")
     script = tmp_path / "user_script.py"
     script.write_text(USER_SCRIPT, encoding="utf-8")
-    env = dict(os.environ)
-    package_root = Path(llamafast.__file__).resolve().parent.parent
-    if "site-packages" not in package_root.parts:  # a source checkout: show mypy where it is
-        env["MYPYPATH"] = str(package_root)
-    cache = str(tmp_path / "cache")
-    command = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache, str(script)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env)
+    done = strict_mypy(tmp_path, script)
     assert done.returncode == 0, done.stdout + done.stderr

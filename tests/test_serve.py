@@ -39,6 +39,7 @@ from llamafast import (
     User,
 )
 from llamafast._cli._serve import (
+    MAX_DEPTH,
     RecordedServer,
     completion_id,
     counted,
@@ -609,6 +610,7 @@ def nested(depth: int) -> bytes:
     [
         nested(100_000),  # thousands deep: past Python's recursion
         nested(600),  # parses, but past MAX_DEPTH (512)
+        nested(MAX_DEPTH),  # one past it (the outer object is a level)
         b'{"a":' * 5000 + b"1" + b"}" * 5000,
         b"[" * 5000,
         b"{no",
@@ -616,7 +618,17 @@ def nested(depth: int) -> bytes:
         b"[1]",  # not an object
         b'{"messages":[{"role":"user","content":"\\ud800"}]}',  # half a surrogate pair
     ],
-    ids=["deep", "past-bound", "objects", "unclosed", "invalid", "latin-1", "array", "surrogate"],
+    ids=[
+        "deep",
+        "past-bound",
+        "one-past",
+        "objects",
+        "unclosed",
+        "invalid",
+        "latin-1",
+        "array",
+        "surrogate",
+    ],
 )
 @pytest.mark.parametrize(
     "path",
@@ -630,8 +642,10 @@ def test_a_body_it_cannot_read_gets_the_recorded_400_and_the_next_client_an_answ
     assert exchange(guarded, "GET", "/health") == recording("health").raw
 
 
-def test_a_body_nested_within_the_bound_is_answered(guarded: RecordedServer) -> None:
-    raw = exchange(guarded, "POST", "/v1/chat/completions/input_tokens", json.loads(nested(500)))
+@pytest.mark.parametrize("depth", [500, MAX_DEPTH - 1])  # the latter exactly MAX_DEPTH deep
+def test_a_body_nested_within_the_bound_is_answered(guarded: RecordedServer, depth: int) -> None:
+    body = json.loads(nested(depth))
+    raw = exchange(guarded, "POST", "/v1/chat/completions/input_tokens", body)
     assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from llamafast import ProtocolError, ToolCall
 from llamafast._limits import MAX_DEPTH
-from llamafast._strict_json import parse, parse_answer
+from llamafast._strict_json import parse, parse_answer, too_deep
 
 DEPTHS = [MAX_DEPTH + 1, 1000, 5000, 100_000]
 
@@ -72,6 +72,19 @@ def test_exactly_the_bound_is_accepted_and_brackets_in_strings_do_not_count() ->
     assert parse(text, text.encode()) is not None
     inside = '["' + "[" * 5000 + '", "\\"' + "{" * 5000 + '"]'  # text, with an escaped quote
     assert parse(inside, inside.encode()) == ["[" * 5000, '"' + "{" * 5000]
+
+
+@pytest.mark.parametrize("bound", [1, MAX_DEPTH, 512])
+def test_too_deep_counts_the_brackets_outside_strings_against_its_bound(bound: int) -> None:
+    # The one depth check (serve's bound too, docs/cli.md): exactly `bound` passes, one more not,
+    # arrays or objects, brackets inside strings (an escaped quote too) not counted, any depth.
+    assert not too_deep(arrays(bound).encode(), bound)
+    assert too_deep(arrays(bound + 1).encode(), bound)
+    objects = ('{"a":' * (bound + 1) + "1" + "}" * (bound + 1)).encode()
+    assert too_deep(objects, bound) and not too_deep(objects, bound + 1)
+    inside = ('["' + "[" * 5000 + '", "\\"' + "{" * 5000 + '"]').encode()
+    assert not too_deep(inside, bound)
+    assert too_deep(b"[" * 100_000, bound)  # unclosed, and past Python's recursion
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,23 @@ from __future__ import annotations
 import base64
 import json
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ._config import Config
 from ._errors import cut
-from ._values import Assistant, Audio, Image, System, Text, Tool, ToolSchema, User
+from ._values import (
+    Assistant,
+    Audio,
+    Image,
+    ReasoningEffort,
+    System,
+    Text,
+    Tool,
+    ToolSchema,
+    User,
+)
 
 if TYPE_CHECKING:  # named in annotations only
     from ._values import ChatMessage, ChatRequest, Part, ToolCall
@@ -143,9 +154,8 @@ RESERVED: Final = frozenset(
 
 # tool_choice words the server knows; any other string must name one of the request's tools.
 _CHOICES: Final = ("auto", "none", "required")
-# reasoning_effort's levels, as llama-server names them (`--reasoning-effort` in its
-# common/arg.cpp): "none" turns thinking off (server-common.cpp), the others reach the template.
-EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# reasoning_effort's levels, as llama-server names them: the type's (_values.ReasoningEffort).
+EFFORTS: Final = typing.get_args(ReasoningEffort)
 # reasoning_budget_tokens' bounds in the server (its server-schema.cpp): -1 is its own default.
 _BUDGET_MAX: Final = 2**31 - 1
 
@@ -227,7 +237,7 @@ def _unwritable(body: dict[str, Any]) -> str:
     for key, value in body.items():
         try:
             _dumps(value)
-        except (TypeError, ValueError, RecursionError):
+        except (TypeError, ValueError, RecursionError):  # as _serialize's
             return key if key in RESERVED else f"extra[{key!r}]"
     return "the request"  # pragma: no cover - only a failing field makes the whole fail
 
@@ -363,6 +373,8 @@ def _serialize(body: dict[str, Any]) -> str:
     text that cannot be sent as UTF-8 (a lone surrogate)."""
     try:
         text = _dumps(body)
+    # RecursionError stays: json.dumps recurses once per level of a caller's value
+    # (response_format, extra), which no depth check bounds before it is written.
     except (TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{_unwritable(body)} cannot be written as JSON: {err}") from None
     try:

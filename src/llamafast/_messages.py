@@ -10,8 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, TypedDict
 
 from ._errors import cut
 from ._values import (
@@ -21,6 +21,7 @@ from ._values import (
     ChatRequest,
     Image,
     Part,
+    ReasoningEffort,
     System,
     Text,
     Tool,
@@ -29,7 +30,7 @@ from ._values import (
     User,
 )
 
-__all__ = ["chat_request", "to_messages", "to_tools"]
+__all__ = ["ChatFields", "chat_request", "to_messages", "to_tools"]
 
 # The openai SDK's current name for `max_tokens`, taken as a keyword of the call and sent as
 # `max_tokens` (docs/request-body.md, rule OPENAI-SHAPE).
@@ -40,6 +41,38 @@ FIELDS: Final = (
     *(f.name for f in dataclasses.fields(ChatRequest) if f.name != "messages"),
     MAX_COMPLETION_TOKENS,
 )
+
+
+class ChatFields(TypedDict, total=False):
+    """The keywords of `stream`, `complete` and `count_tokens`, typed (PEP 692's
+    `**fields: Unpack[ChatFields]`), so a type checker rejects an unknown keyword or a value of
+    the wrong type (docs/request-body.md, rule TYPED-KEYWORDS). Each may be left out. They are
+    the keywords the call takes at run time (`FIELDS`): ChatRequest's fields but `messages`, with
+    their types (`reasoning_effort` one of its levels), `tools` taking openai-shaped tool dicts
+    too, and `max_completion_tokens`, the openai SDK's name for `max_tokens`, typed and sent as
+    it. A dict of them can be handed on (`client.stream(messages, **options)`)."""
+
+    slot: int | None
+    tools: Sequence[ToolSchema | Mapping[str, Any]]
+    thinking: bool
+    max_tokens: int | None
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    min_p: float | None
+    seed: int | None
+    stop: Sequence[str]
+    tool_choice: str | None
+    response_format: Mapping[str, Any] | None
+    grammar: str | None
+    model: str | None
+    logprobs: bool
+    top_logprobs: int | None
+    reasoning_effort: ReasoningEffort | None
+    reasoning_budget_tokens: int | None
+    extra: Mapping[str, Any] | None
+    max_completion_tokens: int | None
+
 
 # The keys each role's dict may have (the rest of the openai message has no place in the values):
 # `name` on the roles openai gives one (llama-server hands it to the chat template); `developer`
@@ -322,7 +355,7 @@ def to_tools(tools: object) -> tuple[ToolSchema, ...]:
     return tuple(out)
 
 
-def chat_request(req: object, fields: dict[str, Any]) -> ChatRequest:
+def chat_request(req: object, fields: Mapping[str, Any]) -> ChatRequest:
     """The ChatRequest a client call means: `req` itself when it is one (then no `fields`), or
     the messages `req` and the keyword `fields` (ChatRequest's; `slot` None unless given;
     `max_completion_tokens` is `max_tokens`, and both given is a ValueError)."""

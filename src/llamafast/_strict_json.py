@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ._limits import JSON_INT_MAX, JSON_INT_MIN, MAX_DEPTH
 
-__all__ = ["parse", "parse_answer", "reject_constant"]
+__all__ = ["parse", "parse_answer", "reject_constant", "too_deep"]
 
 # --- strict JSON (docs/assembler.md, rule STRICT-JSON) -----------------------------------------
 # json.loads accepts NaN/Infinity, integers of any size, floats that overflow to inf, lone
@@ -80,7 +80,7 @@ def parse(text: str, raw: bytes) -> Any:
     """`text` (whose UTF-8 is `raw`) parsed as strictly as simdjson would; ValueError if not,
     at any depth (never RecursionError)."""
     marks = raw.translate(_MARKS, b"+-")
-    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH and _too_deep(raw):
+    if len(marks) > 2 * MAX_DEPTH and marks.count(b"{") > MAX_DEPTH and too_deep(raw, MAX_DEPTH):
         raise ValueError(f"nested deeper than {MAX_DEPTH}")
     decoder = _CHECKED if _DIGIT_RUN in marks or _LONG_EXPONENT in marks else None
     try:
@@ -139,14 +139,18 @@ def parse_answer(data: str | bytes) -> Any:
     return parse(text, raw)
 
 
-def _too_deep(raw: bytes) -> bool:
-    """Whether the brackets of `raw` outside its strings nest deeper than MAX_DEPTH: a
-    running sum of +1 per opening, -1 per closing one, in C loops (no recursion, any depth)."""
+def too_deep(raw: bytes, bound: int) -> bool:
+    """Whether the brackets of `raw` outside its strings nest deeper than `bound` (for JSON, its
+    nesting depth): a running sum of +1 per opening, -1 per closing one, in C loops (no
+    recursion, any depth), so a text is refused for its depth before json recurses into it.
+    `parse` checks MAX_DEPTH with it, `serve` its own bound (`_cli/_serve.MAX_DEPTH`)."""
+    if raw.count(b"[") + raw.count(b"{") <= bound:  # too few brackets to nest that deep
+        return False
     steps = _STRING.sub(b"", raw).translate(_BRACKET_STEPS, _NOT_BRACKET)
-    if steps.count(2) <= MAX_DEPTH:
+    if steps.count(2) <= bound:
         return False
     deepest: int = max(accumulate(map(sub, steps, repeat(1))))
-    return deepest > MAX_DEPTH
+    return deepest > bound
 
 
 def _has_lone_surrogate(value: Any) -> bool:

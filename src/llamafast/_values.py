@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, FrozenInstanceError, dataclass, is_dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ._errors import ProtocolError, cut
 from ._partial_json import locate
@@ -70,7 +70,7 @@ class ToolCall:
         text = self.arguments
         try:
             return strict_parse(text, text.encode("utf-8"))
-        except (ValueError, RecursionError) as err:
+        except ValueError as err:  # the strict reader's only fault, at any depth
             fault = locate(text) if isinstance(text, str) else None
             where = (
                 f"at position {fault.position}: {fault.reason}" if fault is not None else f"({err})"
@@ -264,6 +264,12 @@ ChatMessage: TypeAlias = System | User | Assistant | Tool
 """Any chat message: `System`, `User`, `Assistant` or `Tool`."""
 
 
+# reasoning_effort's levels, as llama-server names them (`--reasoning-effort` in its
+# common/arg.cpp): "none" turns thinking off (server-common.cpp), the others reach the template.
+# The one list of them: a type checker refuses any other, and so does the body (_body.EFFORTS).
+ReasoningEffort: TypeAlias = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSchema:
     """A tool the model may call: `name` (what the model calls it by), `description` (what it
@@ -323,7 +329,7 @@ class ChatRequest:
     model: str | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
-    reasoning_effort: str | None = None
+    reasoning_effort: ReasoningEffort | None = None
     reasoning_budget_tokens: int | None = None
     extra: Mapping[str, Any] | None = None
 

@@ -38,6 +38,7 @@ from ._errors import (
     TruncatedError,
     WaitTimeoutError,
 )
+from ._messages import ChatFields
 from ._values import (
     DONE,
     Assistant,
@@ -111,6 +112,7 @@ __all__ = [
     "BusyError",
     "CancelledReadError",
     "ChatEvent",
+    "ChatFields",
     "ChatMessage",
     "ChatRequest",
     "ChatStream",

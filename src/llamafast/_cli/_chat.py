@@ -44,9 +44,8 @@ def _json_schema(path: str) -> dict[str, Any]:
         raise CliError(type(err).__name__, f"cannot read {path!r}: {err.strerror}") from None
     try:  # docs/cli.md, rule JSON-FILES: strict, nested past MAX_DEPTH refused
         schema = parse(data.decode("utf-8"), data)
-    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep
-        why = err if isinstance(err, ValueError) else "nested too deep"
-        raise CliError("ValueError", f"{path!r} is not a JSON file: {why}") from None
+    except ValueError as err:  # not UTF-8, not JSON, nested too deep
+        raise CliError("ValueError", f"{path!r} is not a JSON file: {err}") from None
     if not isinstance(schema, dict):
         kind = type(schema).__name__
         raise CliError("ValueError", f"{path!r} must hold a JSON Schema object, not a {kind}")

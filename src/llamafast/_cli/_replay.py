@@ -154,11 +154,10 @@ def recorded_reads(name: str | None) -> list[tuple[float, int]]:
         out = parse_reads(read())
     except OSError as err:
         raise CliError(type(err).__name__, f"cannot read {where!r}: {err.strerror}") from None
-    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, nested too deep, a bad read
+    except ValueError as err:  # not UTF-8, not JSON, nested too deep, a bad read
         raise CliError(
             "ValueError",
-            f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): "
-            f"{err if isinstance(err, ValueError) else 'nested too deep'}",
+            f"{where!r} is not a timing file (reads_ms_bytes: [[ms, bytes], ...]): {err}",
         ) from None
     # docs/cli.md, rule TIMING-FILE: a time before the request or not a finite number, a negative
     # size, is refused; times that go backwards are taken as they come (no pause).

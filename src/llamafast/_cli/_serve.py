@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._recordings import BUNDLED, SERVE, split
+from .._strict_json import too_deep
 from ._failures import CliError, CliParser, error_line
 from ._serve_loop import MAX_OPEN, WORKERS, LoopServer
 from ._serve_reader import MAX_BODY, MAX_HEAD, REQUEST_DEADLINE, Request, raw_response, read_request
@@ -298,31 +299,19 @@ def json_object(body: bytes) -> dict[str, Any] | None:
     """`body` as a JSON object, or None where llama-server's parser answers `bad_json`: not
     JSON, not UTF-8, not an object, a lone surrogate escape (`\\ud800`); and where this one
     cannot go: nested past MAX_DEPTH (refused whatever the depth, never a RecursionError)."""
+    if too_deep(body, MAX_DEPTH):  # counted before json.loads recurses into it, at any depth
+        return None
     try:
         value = json.loads(body)
         if not isinstance(value, dict):
             return None
-        # bytes.count is C speed: a body with fewer brackets than MAX_DEPTH cannot nest deeper
-        if body.count(b"[") + body.count(b"{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
-            return None
         if b"\\u" in body:  # an escape may be half a surrogate pair, which UTF-8 cannot carry
             json.dumps(value, ensure_ascii=False).encode()
-    except (ValueError, RecursionError):  # UnicodeError is a ValueError
+    # UnicodeError is a ValueError. RecursionError is still live: json.loads and json.dumps
+    # recurse once per level, and within MAX_DEPTH a caller's stack already deep can run out.
+    except (ValueError, RecursionError):
         return None
     return value
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests arrays and objects more than `limit` deep (walked without
-    recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
 
 
 def _inputs(body: dict[str, Any], key: str) -> list[Any]:

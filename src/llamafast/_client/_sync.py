@@ -17,7 +17,7 @@ import ssl
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, Unpack
 
 from .._body import build_body
 from .._config import Config, Limits
@@ -50,7 +50,7 @@ from .._core import (
 from .._engine._embeddings import Embeddings
 from .._engine._stream_state import ClosesOnExit
 from .._errors import InferError, StreamClosedEarlyError
-from .._messages import chat_request
+from .._messages import ChatFields, chat_request
 from .._url import Target
 from .._values import (
     ChatEvent,
@@ -124,13 +124,13 @@ class Client:
         /,
         *,
         limits: Limits | None = None,
-        **fields: Any,
+        **fields: Unpack[ChatFields],
     ) -> ClientStream:
         """The answer as a stream to iterate (`with`). `req` is a ChatRequest,
         or the messages (the library's values or openai-shaped dicts) with the request's
-        fields as keywords (ChatRequest's; `slot` None unless given). `limits` bounds this
-        request instead of the client's Limits. The body is built now, so a bad request raises
-        ValueError/TypeError here, before anything is sent."""
+        fields as keywords (ChatRequest's, typed by `ChatFields`; `slot` None unless given).
+        `limits` bounds this request instead of the client's Limits. The body is built now, so
+        a bad request raises ValueError/TypeError here, before anything is sent."""
         if self._closed:
             raise RuntimeError(f"this {type(self).__name__} is closed: make a new one")
         req = chat_request(req, fields)
@@ -151,7 +151,7 @@ class Client:
         on_event: Callable[[ChatEvent], Awaitable[object] | object] | None = None,
         *,
         limits: Limits | None = None,
-        **fields: Any,
+        **fields: Unpack[ChatFields],
     ) -> Completion:
         """Stream the request to its end, handing each event to `on_event`; the Completion.
         `req`, `limits` and `fields` as for `stream`."""
@@ -229,7 +229,10 @@ class Client:
         return self._call(ServerCall(self._core).props())
 
     def count_tokens(
-        self, req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]], /, **fields: Any
+        self,
+        req: ChatRequest | Sequence[ChatMessage | Mapping[str, Any]],
+        /,
+        **fields: Unpack[ChatFields],
     ) -> int:
         """The prompt tokens the server would count for `req` (a ChatRequest, or a list of
         messages with ChatRequest's keywords as `fields`): POST

@@ -1080,7 +1080,7 @@ cdef object _pure_fault(const char* data, Py_ssize_t n, object src):
             return _bad(data, n, src, f"the chunk is not valid UTF-8 ({e.reason})")
     try:
         strict_parse(text, raw)
-    except (ValueError, RecursionError) as e:
+    except ValueError as e:  # the strict reader's only fault, at any depth
         return _bad(data, n, src, f"the chunk is not valid JSON ({e})")
     return None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import operator
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._values import Usage, _refuse_delattr, _refuse_setattr
@@ -78,8 +79,8 @@ class Embeddings(_RowsExport):
     on Python 3.11 only with the Cython twin, and on every version `e.view`) gives a read-only
     2-D view of shape `(n, dim)`, format `f`; `to_numpy()` wraps it without a copy; `tolist()`
     builds the floats when they are really wanted. `len(e)` is `n`, `e[i]` the 1-D view of row
-    `i`. `model` and `usage` are as the server sent them. Equal when shape, values, model and
-    usage are."""
+    `i` (to a type checker `memoryview[float]`, docs/client.md, rule EMBEDDINGS). `model` and
+    `usage` are as the server sent them. Equal when shape, values, model and usage are."""
 
     __slots__ = ("_flat", "_view", "dim", "model", "n", "usage")
 
@@ -87,8 +88,8 @@ class Embeddings(_RowsExport):
     dim: int
     model: str | None
     usage: Usage | None
-    _view: memoryview
-    _flat: memoryview
+    _view: memoryview[float]
+    _flat: memoryview[float]
 
     def __init__(
         self,
@@ -136,7 +137,7 @@ class Embeddings(_RowsExport):
         set_(self, "usage", usage)
 
     @property
-    def view(self) -> memoryview:
+    def view(self) -> memoryview[float]:
         """The read-only 2-D view: shape `(n, dim)`, format `f`."""
         return self._view
 
@@ -144,7 +145,9 @@ class Embeddings(_RowsExport):
     def shape(self) -> tuple[int, int]:
         return (self.n, self.dim)
 
-    def __buffer__(self, flags: int) -> memoryview:
+    # The rows' view, typed as the buffer protocol declares an export (a memoryview of any item
+    # type: typeshed's `Buffer` returns `memoryview`, whose items default to int).
+    def __buffer__(self, flags: int) -> memoryview[Any]:
         return self._view
 
     def __release_buffer__(self, view: memoryview) -> None:
@@ -153,7 +156,7 @@ class Embeddings(_RowsExport):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i: int) -> memoryview:
+    def __getitem__(self, i: int) -> memoryview[float]:
         """Row `i` (negative counts from the end): a 1-D float32 view, no copy."""
         if not isinstance(i, int):
             raise TypeError(f"Embeddings rows are indexed by int, not {type(i).__name__}")
@@ -162,7 +165,7 @@ class Embeddings(_RowsExport):
         i %= self.n
         return self._flat[i * self.dim : (i + 1) * self.dim]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[memoryview[float]]:
         return (self[i] for i in range(self.n))
 
     def to_numpy(self) -> Any:
