@@ -30,7 +30,8 @@ import gen_stream  # noqa: E402
 from llamafast import ChatRequest, Config, InferConfig, Limits, User, build_body  # noqa: E402
 
 HTTP = BENCH.parent / "fixtures" / "http"
-MIN_CHUNKS = 100  # gen_stream's shortest stream (it needs room for every kind of chunk)
+MIN_CHUNKS = gen_stream.MIN_CHUNKS  # the shortest stream with every kind of chunk
+DEFAULT_CHUNKS = 100  # an answer's chunks when the request does not say
 LAST_CHUNK = b"0\r\n\r\n"
 END = b"\r\n" + LAST_CHUNK  # how every streamed body ends: the last event's CRLF, the last chunk
 MODES = ("bulk", "paced")
@@ -167,11 +168,15 @@ def config(url: str, chunks: int) -> Config:
     return Config(InferConfig(url=url), Limits(max_tokens=chunks))
 
 
-def chat_request(host: str, port: int, prefix: str, slot: int, chunks: int) -> bytes:
-    """The whole POST a floor client writes (no keep-alive asked: the server closes after)."""
+def chat_request(
+    host: str, port: int, prefix: str, slot: int, chunks: int, keep_alive: bool = False
+) -> bytes:
+    """The whole POST a floor client writes: llamafast's bytes, with `Connection: close` unless
+    `keep_alive` (then the server may keep the connection for the next request)."""
     data = chat_body(slot, chunks)
+    close = "" if keep_alive else "Connection: close\r\n"
     return (
         f"POST {prefix}/v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(data)}\r\n{close}\r\n"
     ).encode() + data

@@ -1,0 +1,301 @@
+"""One client in one fresh process: N sequential short streamed chats, the CPU they cost this
+process and the connections the server accepted for them.
+
+Run (run.py does; the result is one JSON line on stdout):
+    python bench/request/worker.py --client llamafast-sync --url http://127.0.0.1:P/x/bulk/0/4/short
+    python bench/request/worker.py --client floor --url https://127.0.0.1:P/x/bulk/0/4/short \
+        --ca /tmp/pki/ca.pem --requests 300 --fresh
+
+Every request asks slot 0 for a `--chunks`-chunk answer (bench/e2e/wire.py: llama-server's
+framing, gen_stream's chunks). `--warm-up` untimed requests first run every import and code path
+(and the one `/slots` llamafast asks per client). Then `GET /_stats` (on a connection of its
+own), CPU (`getrusage` user + system of this process) around the N requests only, `GET /_stats`
+again: the connections and requests the server counted in between, less the second query's own.
+Every client proves it read each answer to its end (the completion, the chunk count, or the
+exact byte count); a failure is one JSON line with its `error`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from e2e import wire
+from e2e.worker import READ, TIMEOUT, check_completion, cpu, recv_answer
+
+SLOT = 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """The server a worker talks to: its base URL (scheme, host, port, mode prefix), the CA that
+    signed its certificate (https), the chunks of each answer, and whether it closes the
+    connection after each streamed answer (`fresh`, what the floor must know)."""
+
+    url: str
+    ca: str | None
+    chunks: int
+    fresh: bool
+
+    @property
+    def parts(self) -> tuple[str, str, int, str]:
+        """(scheme, host, port, prefix)"""
+        u = urlsplit(self.url)
+        return u.scheme, u.hostname or "", u.port or 0, u.path
+
+    def tls(self) -> ssl.SSLContext | None:
+        """The context trusting the private CA, or None over http://."""
+        return ssl.create_default_context(cafile=self.ca) if self.parts[0] == "https" else None
+
+
+# A factory takes the Target and returns (one, close): `one()` makes one request and returns
+# the data chunks it read (async rows: a coroutine function); `close()` releases the client.
+Factory = Callable[[Target], Any]
+SYNC: dict[str, Factory] = {}
+ASYNC: dict[str, Factory] = {}
+
+
+def register(table: dict[str, Factory], name: str) -> Callable[[Factory], Factory]:
+    def add(fn: Factory) -> Factory:
+        table[name] = fn
+        return fn
+
+    return add
+
+
+def _llamafast(t: Target, cls_name: str) -> tuple[Any, Any]:
+    """(client, request): llamafast's `cls_name` client for `t`, and the chat to send."""
+    import llamafast
+
+    infer = llamafast.InferConfig(url=t.url, ca_file=t.ca)
+    cfg = llamafast.Config(infer, llamafast.Limits(max_tokens=t.chunks))
+    client = getattr(llamafast, cls_name)(cfg)
+    return client, llamafast.ChatRequest(SLOT, [llamafast.User("hi")])
+
+
+@register(SYNC, "llamafast-sync")
+def _llamafast_sync(t: Target) -> Any:
+    c, req = _llamafast(t, "Client")
+
+    def one() -> int:
+        with c.stream(req) as stream:
+            for _ in stream:
+                pass
+        return check_completion(stream.completion, t.chunks)
+
+    return one, c.close
+
+
+@register(SYNC, "llamafast-sync-complete")
+def _llamafast_sync_complete(t: Target) -> Any:
+    c, req = _llamafast(t, "Client")
+    return (lambda: check_completion(c.complete(req), t.chunks)), c.close
+
+
+@register(ASYNC, "llamafast-async")
+def _llamafast_async(t: Target) -> Any:
+    c, req = _llamafast(t, "AsyncClient")
+
+    async def one() -> int:
+        async with c.stream(req) as stream:
+            async for _ in stream:
+                pass
+        return check_completion(stream.completion, t.chunks)
+
+    return one, c.aclose
+
+
+@register(ASYNC, "llamafast-async-complete")
+def _llamafast_async_complete(t: Target) -> Any:
+    c, req = _llamafast(t, "AsyncClient")
+
+    async def one() -> int:
+        return check_completion(await c.complete(req), t.chunks)
+
+    return one, c.aclose
+
+
+def _openai_call(t: Target) -> dict[str, Any]:
+    """The openai SDK's arguments for the body llamafast sends (bench/e2e/worker.py's)."""
+    from e2e.worker import _openai_args
+
+    return _openai_args(SLOT, t.chunks)
+
+
+@register(SYNC, "openai-sync")
+def _openai_sync(t: Target) -> Any:
+    import httpx
+    import openai
+
+    http = httpx.Client(verify=t.tls() or True, timeout=TIMEOUT)
+    c = openai.OpenAI(base_url=t.url + "/v1", api_key="bench", http_client=http)
+    call = _openai_call(t)
+
+    def one() -> int:
+        n = 0
+        for chunk in c.chat.completions.create(**call):
+            chunk.choices[0].delta  # noqa: B018  (what a caller reads)
+            n += 1
+        return n
+
+    return one, c.close
+
+
+@register(ASYNC, "openai-async")
+def _openai_async(t: Target) -> Any:
+    import httpx
+    import openai
+
+    http = httpx.AsyncClient(verify=t.tls() or True, timeout=TIMEOUT)
+    c = openai.AsyncOpenAI(base_url=t.url + "/v1", api_key="bench", http_client=http)
+    call = _openai_call(t)
+
+    async def one() -> int:
+        n = 0
+        async for chunk in await c.chat.completions.create(**call):
+            chunk.choices[0].delta  # noqa: B018  (what a caller reads)
+            n += 1
+        return n
+
+    return one, c.close
+
+
+@register(SYNC, "floor")
+def _floor(t: Target) -> Any:
+    """One keep-alive socket (TLS over https): the same request bytes as llamafast's, the
+    answer's bytes read to its last chunk and counted, no event parsed. Against a server that
+    closes after each streamed answer (`fresh`), a new connection per request, as it must."""
+    _, host, port, prefix = t.parts
+    request = wire.chat_request(host, port, prefix, SLOT, t.chunks, keep_alive=True)
+    size = wire.response_size(t.chunks, keep_alive=True)
+    view = memoryview(bytearray(READ))
+    tls = t.tls()
+    held: list[socket.socket] = []
+
+    def one() -> int:
+        if not held:
+            sock = socket.create_connection((host, port), timeout=TIMEOUT)
+            held.append(tls.wrap_socket(sock, server_hostname=host) if tls else sock)
+        held[0].sendall(request)
+        recv_answer(held[0], view, size)
+        if t.fresh:
+            held.pop().close()
+        return t.chunks
+
+    return one, lambda: [s.close() for s in held]
+
+
+CLIENTS = {**SYNC, **ASYNC}
+
+
+# --- the measurement ---------------------------------------------------------------------------
+
+
+def server_stats(t: Target) -> dict[str, float]:
+    """The server's counters (`GET /_stats`, on a connection of its own, closed after)."""
+    scheme, host, port, _ = t.parts
+    if scheme == "https":
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            host, port, timeout=TIMEOUT, context=t.tls()
+        )
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT)
+    try:
+        conn.request("GET", "/_stats", headers={"Connection": "close"})
+        stats: dict[str, float] = json.loads(conn.getresponse().read())
+        return stats
+    finally:
+        conn.close()
+
+
+class Meter:
+    """`with Meter(t) as m:` around the N requests: this process's CPU and wall time inside the
+    block only, the server's counters (`GET /_stats`) just before and just after it."""
+
+    def __init__(self, t: Target) -> None:
+        self.t = t
+        self.result: dict[str, Any] = {}
+
+    def __enter__(self) -> Meter:
+        self.before = server_stats(self.t)
+        self.c0, self.t0 = cpu(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        c1, t1 = cpu(), time.perf_counter()
+        after, before = server_stats(self.t), self.before
+        self.result = {
+            "cpu": c1 - self.c0,
+            "wall": t1 - self.t0,
+            # the second query counted its own connection and request
+            "connections": after["connections"] - before["connections"] - 1,
+            "server_requests": after["requests"] - before["requests"] - 1,
+            "server_cpu": after["cpu"] - before["cpu"],
+        }
+
+
+def run_sync(name: str, t: Target, requests: int, warm_up: int) -> dict[str, Any]:
+    one, close = SYNC[name](t)
+    for _ in range(warm_up):
+        one()
+    with Meter(t) as meter:
+        chunks = sum(one() for _ in range(requests))
+    close()
+    return {**meter.result, "chunks": chunks}
+
+
+async def run_async(name: str, t: Target, requests: int, warm_up: int) -> dict[str, Any]:
+    one, close = ASYNC[name](t)
+    for _ in range(warm_up):
+        await one()
+    with Meter(t) as meter:  # the two /_stats queries block the loop, outside the measure
+        chunks = 0
+        for _ in range(requests):
+            chunks += await one()
+    await close()
+    return {**meter.result, "chunks": chunks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--client", choices=sorted(CLIENTS), required=True)
+    ap.add_argument("--url", required=True, help="the server's base URL, mode prefix included")
+    ap.add_argument("--ca", help="the PEM file of the CA that signed the server's certificate")
+    ap.add_argument("--requests", type=int, default=100, help="the measured requests, in turn")
+    ap.add_argument("--warm-up", type=int, default=5, help="untimed requests before them")
+    ap.add_argument("--chunks", type=int, default=20, help="data chunks of each answer")
+    ap.add_argument("--fresh", action="store_true", help="the server closes after each stream")
+    args = ap.parse_args(argv)
+    t = Target(args.url, args.ca, args.chunks, args.fresh)
+    if t.parts[1] not in ("127.0.0.1", "localhost", "::1"):
+        ap.error(f"the benchmark talks to loopback only, not {t.parts[1]!r}")
+    try:
+        if args.client in SYNC:
+            result = run_sync(args.client, t, args.requests, args.warm_up)
+        else:
+            result = asyncio.run(run_async(args.client, t, args.requests, args.warm_up))
+        if (got := result["chunks"]) != args.requests * args.chunks:
+            raise AssertionError(f"read {got} chunks, not {args.requests} x {args.chunks}")
+    except Exception as err:
+        result = {"error": f"{type(err).__name__}: {err}"[:300]}
+    result["requests"] = args.requests
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
