@@ -132,7 +132,9 @@ class Cell:
         if not counts:
             errors = [r["error"] for r in self.runs if "error" in r]
             return f"fails: {errors[0][:60]}" if errors else "-"
-        return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        shown = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        retried = statistics.median(r.get("retried", 0) for r in self.ok)
+        return shown + (f" ({retried:g} retried)" if retried else "")
 
 
 def cells(args: argparse.Namespace) -> list[Cell]:
@@ -156,6 +158,7 @@ def run_cell(cell: Cell, url: str, ca: str | None, args: argparse.Namespace) -> 
         f"--url={url}",
         f"--requests={args.requests}",
         f"--chunks={args.chunks}",
+        f"--warm-up={args.warm_up}",
     ]
     if ca:
         cmd.append(f"--ca={ca}")
@@ -323,6 +326,7 @@ def report(table: Table, args: Any, env: list[str]) -> str:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=300, help="measured requests per cell")
+    ap.add_argument("--warm-up", type=int, default=5, help="untimed requests first (5)")
     ap.add_argument("--chunks", type=int, default=20, help="data chunks per answer (20)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--schemes", default="http,https", help="http, https or both")
@@ -339,6 +343,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         setattr(args, name, [x for x in known if x in chosen])  # in the table's order
     if not 1 <= args.rounds <= 20:
         ap.error(f"--rounds must be from 1 to 20, not {args.rounds}")
+    if not 1 <= args.warm_up <= 100:
+        ap.error(f"--warm-up must be from 1 to 100, not {args.warm_up}")
     if not 1 <= args.requests <= 100_000:
         ap.error(f"--requests must be from 1 to 100,000, not {args.requests}")
     if not wire.MIN_CHUNKS <= args.chunks <= 100_000:
