@@ -7,6 +7,7 @@ bench/ is not beside tests/ (an installed wheel's test run)."""
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import json
 import os
@@ -81,33 +82,57 @@ def test_the_per_request_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     assert "https ÷ http" in done.stdout or schemes == ["http"]
 
 
-def _answers_on_one_socket(extra: str, count: int) -> tuple[int, int]:
-    """(streamed answers read whole, connections the server counted) for `count` chat requests
-    sent in turn on one socket to a fake server started with `extra`."""
+def _read_stream(sock: socket.socket, end: bytes) -> bytes:
+    """A streamed answer, read until its last chunk (or the connection's end)."""
+    answer = b""
+    while not answer.endswith(end) and (got := sock.recv(1 << 16)):
+        answer += got
+    return answer
+
+
+def _answers_on_one_socket(extra: str, count: int, streamed: bool) -> tuple[int, int, bytes]:
+    """(answers read whole, connections the server counted, the first answer's head) for
+    `count` requests sent in turn on one socket to a fake server started with `extra`: streamed
+    chats, or `GET /health` (a whole answer)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from e2e import run, wire
 
     prefix = wire.Mode("bulk", 0, 1, "short").prefix
+    chat = wire.chat_request("127.0.0.1", 0, prefix, 0, CHUNKS, keep_alive=True)
+    request = chat if streamed else b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    whole, heads = 0, []
     with run.fake_server("asyncio", False, 60, [extra]) as port:
         before = run.server_stats(port)["connections"]
-        request = wire.chat_request("127.0.0.1", port, prefix, 0, CHUNKS, keep_alive=True)
-        whole = 0
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             for _ in range(count):
                 try:
                     sock.sendall(request)
-                    answer = b""
-                    while not answer.endswith(wire.END) and (got := sock.recv(1 << 16)):
-                        answer += got
-                except OSError:
+                    if streamed:
+                        answer = _read_stream(sock, wire.END)
+                        whole += answer.endswith(wire.END)
+                    else:
+                        reply = http.client.HTTPResponse(sock)
+                        reply.begin()
+                        answer = bytes(reply.msg) + reply.read()
+                        whole += reply.status == 200
+                except (OSError, http.client.HTTPException):
                     break
-                whole += answer.endswith(wire.END)
-        return whole, run.server_stats(port)["connections"] - before - 1
+                heads.append(answer.split(b"\r\n\r\n", 1)[0])
+        return whole, run.server_stats(port)["connections"] - before - 1, heads[0]
 
 
 @pytest.mark.skipif(not RUN.is_file(), reason="no bench/ beside tests/ (not a source tree)")
 def test_the_fake_server_keeps_or_closes_as_asked() -> None:
-    # A proxy in front of llama-server keeps the connection; llama-server closes it after a
-    # streamed answer, so the second request on it gets nothing.
-    assert _answers_on_one_socket("--keep-alive", 3) == (3, 1)
-    assert _answers_on_one_socket("--close-streams", 3) == (1, 1)
+    # A proxy in front of llama-server keeps the connection, no bound said.
+    whole, connections, head = _answers_on_one_socket("--keep-alive", 3, streamed=True)
+    assert (whole, connections) == (3, 1)
+    assert b"Connection: keep-alive" in head and b"Keep-Alive:" not in head
+    assert _answers_on_one_socket("--keep-alive", 120, streamed=False)[:2] == (120, 1)
+    # llama-server says `Keep-Alive: timeout=5, max=100` on every answer, and closes after a
+    # streamed answer all the same (the second request gets nothing), after 100 whole ones.
+    whole, connections, head = _answers_on_one_socket("--close-streams", 3, streamed=True)
+    assert (whole, connections) == (1, 1)
+    assert b"Keep-Alive: timeout=5, max=100" in head
+    whole, connections, head = _answers_on_one_socket("--close-streams", 120, streamed=False)
+    assert (whole, connections) == (100, 1)
+    assert b"Keep-Alive: timeout=5, max=100" in head

@@ -12,8 +12,10 @@ holds it. `GET /slots`, `GET /health`, `POST /v1/chat/completions/control` answe
 `GET /_stats` gives this process's CPU seconds and the events it has written, so the runner can
 show that the server is not the bottleneck. Every answer says `Connection: close` as recorded
 and the connection is closed after it, unless `--keep-alive` (then a client that does not ask
-for `close` keeps its connection). `--close-streams` is llama-server's own way: whole answers
-keep the connection, a streamed one says `Keep-Alive` and closes it all the same.
+for `close` keeps its connection, as a proxy in front of llama-server does: `Connection:
+keep-alive`, no bound said). `--close-streams` is llama-server's own way: every answer says
+`Keep-Alive: timeout=5, max=100`, a whole answer keeps the connection (up to 100 answers on it),
+a streamed one closes it all the same.
 `--tls-cert`/`--tls-key` speak HTTPS. `GET /_stats` counts the connections accepted too (its
 own included). The process ends when its stdin closes or after
 `--max-seconds`, whichever comes first.
@@ -91,6 +93,7 @@ class Conn(asyncio.Protocol):
         self.k = 0
         self.t0 = 0.0
         self.timer: asyncio.TimerHandle | None = None
+        self.answers = 0  # answers written on this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
@@ -189,13 +192,17 @@ class Conn(asyncio.Protocol):
     def answer(self, raw: bytes) -> None:
         assert self.transport is not None
         if self.keep:
-            raw = raw.replace(b"Connection: close\r\n", b"Connection: keep-alive\r\n", 1)
+            kept = wire.LLAMA_KEEP_ALIVE if CLOSE_STREAMS else b"Connection: keep-alive\r\n"
+            raw = raw.replace(b"Connection: close\r\n", kept, 1)
         self.transport.write(raw)
         self.done()
 
     def done(self) -> None:
         """The answer is written: close as recorded, or take the next request (keep-alive)."""
         assert self.transport is not None
+        self.answers += 1
+        if CLOSE_STREAMS and self.answers >= wire.LLAMA_MAX_ANSWERS:
+            self.keep = False  # llama-server's `max` reached
         if not self.keep:
             self.transport.close()
             return
@@ -215,7 +222,9 @@ class Conn(asyncio.Protocol):
             self.release()
             return
         assert self.transport is not None
-        head = wire.KEEP_ALIVE_HEAD if self.keep else wire.STREAM_HEAD
+        head = wire.STREAM_HEAD
+        if self.keep:
+            head = wire.KEEP_ALIVE_HEAD if CLOSE_STREAMS else wire.PROXY_HEAD
         if self.mode.mode == "bulk":
             self.transport.write(head + b"".join(self.events))
             self.end_stream(len(self.events) - 2)

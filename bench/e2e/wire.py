@@ -46,9 +46,12 @@ def recorded(name: str) -> tuple[bytes, bytes]:
 
 
 STREAM_HEAD = recorded("content_only")[0]
-KEEP_ALIVE_HEAD = STREAM_HEAD.replace(
-    b"Connection: close\r\n", b"Connection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
-)
+LLAMA_KEEP_ALIVE = b"Connection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
+LLAMA_MAX_ANSWERS = 100  # llama-server's `max`: it closes a connection after that many answers
+# llama-server's own head when it keeps the connection (it says so on streamed answers too, and
+# closes them all the same); a proxy in front of it keeps the connection with no bound said.
+KEEP_ALIVE_HEAD = STREAM_HEAD.replace(b"Connection: close\r\n", LLAMA_KEEP_ALIVE)
+PROXY_HEAD = STREAM_HEAD.replace(b"Connection: close\r\n", b"Connection: keep-alive\r\n")
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,9 @@ def body(chunks: int) -> bytes:
     return b"".join(events(chunks))
 
 
-def response_size(chunks: int, keep_alive: bool = False) -> int:
-    """Bytes of one whole streamed response, head included (what a floor client must count)."""
-    return len(KEEP_ALIVE_HEAD if keep_alive else STREAM_HEAD) + len(body(chunks))
+def response_size(chunks: int, head: bytes = STREAM_HEAD) -> int:
+    """Bytes of one whole streamed response, `head` included (what a floor client must count)."""
+    return len(head) + len(body(chunks))
 
 
 # --- GET /slots -----------------------------------------------------------------------------

@@ -209,7 +209,7 @@ def _floor(t: Target) -> Any:
     closes after each streamed answer (`fresh`), a new connection per request, as it must."""
     _, host, port, prefix = t.parts
     request = wire.chat_request(host, port, prefix, SLOT, t.chunks, keep_alive=True)
-    size = wire.response_size(t.chunks, keep_alive=True)
+    size = wire.response_size(t.chunks, wire.KEEP_ALIVE_HEAD if t.fresh else wire.PROXY_HEAD)
     view = memoryview(bytearray(READ))
     tls = t.tls()
     held: list[socket.socket] = []
