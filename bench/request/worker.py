@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import http.client
+import inspect
 import json
 import socket
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from e2e import wire
-from e2e.worker import READ, TIMEOUT, check_completion, cpu, recv_answer
+from e2e.worker import READ, TIMEOUT, check_completion, client, cpu, recv_answer
 
 SLOT = 0
 
@@ -69,64 +71,49 @@ SYNC: dict[str, Factory] = {}
 ASYNC: dict[str, Factory] = {}
 
 
-def register(table: dict[str, Factory], name: str) -> Callable[[Factory], Factory]:
-    def add(fn: Factory) -> Factory:
-        table[name] = fn
-        return fn
-
-    return add
-
-
-def _llamafast(t: Target, cls_name: str) -> tuple[Any, Any]:
-    """(client, request): llamafast's `cls_name` client for `t`, and the chat to send."""
+def _llamafast_row(cls_name: str, run: Callable[[Any, Any], Any]) -> Factory:
+    """A llamafast row: `run(client, request)` makes one request with llamafast's `cls_name`
+    client (a coroutine with `AsyncClient`) and returns its completion."""
     import llamafast
 
-    infer = llamafast.InferConfig(url=t.url, ca_file=t.ca)
-    cfg = llamafast.Config(infer, llamafast.Limits(max_tokens=t.chunks))
-    client = getattr(llamafast, cls_name)(cfg)
-    return client, llamafast.ChatRequest(SLOT, [llamafast.User("hi")])
+    def make(t: Target) -> Any:
+        infer = llamafast.InferConfig(url=t.url, ca_file=t.ca)
+        cfg = llamafast.Config(infer, llamafast.Limits(max_tokens=t.chunks))
+        c = getattr(llamafast, cls_name)(cfg)
+        req = llamafast.ChatRequest(SLOT, [llamafast.User("hi")])
+        if cls_name == "Client":
+            return (lambda: check_completion(run(c, req), t.chunks)), c.close
+
+        async def one() -> int:
+            return check_completion(await run(c, req), t.chunks)
+
+        return one, c.aclose
+
+    return make
 
 
-@register(SYNC, "llamafast-sync")
-def _llamafast_sync(t: Target) -> Any:
-    c, req = _llamafast(t, "Client")
-
-    def one() -> int:
-        with c.stream(req) as stream:
-            for _ in stream:
-                pass
-        return check_completion(stream.completion, t.chunks)
-
-    return one, c.close
+def _for_each_event(c: Any, req: Any) -> Any:
+    with c.stream(req) as stream:
+        for _ in stream:
+            pass
+    return stream.completion
 
 
-@register(SYNC, "llamafast-sync-complete")
-def _llamafast_sync_complete(t: Target) -> Any:
-    c, req = _llamafast(t, "Client")
-    return (lambda: check_completion(c.complete(req), t.chunks)), c.close
+async def _async_for_each_event(c: Any, req: Any) -> Any:
+    async with c.stream(req) as stream:
+        async for _ in stream:
+            pass
+    return stream.completion
 
 
-@register(ASYNC, "llamafast-async")
-def _llamafast_async(t: Target) -> Any:
-    c, req = _llamafast(t, "AsyncClient")
-
-    async def one() -> int:
-        async with c.stream(req) as stream:
-            async for _ in stream:
-                pass
-        return check_completion(stream.completion, t.chunks)
-
-    return one, c.aclose
+def _complete(c: Any, req: Any) -> Any:
+    return c.complete(req)  # with AsyncClient, the coroutine the row awaits
 
 
-@register(ASYNC, "llamafast-async-complete")
-def _llamafast_async_complete(t: Target) -> Any:
-    c, req = _llamafast(t, "AsyncClient")
-
-    async def one() -> int:
-        return check_completion(await c.complete(req), t.chunks)
-
-    return one, c.aclose
+SYNC["llamafast-sync"] = _llamafast_row("Client", _for_each_event)
+SYNC["llamafast-sync-complete"] = _llamafast_row("Client", _complete)
+ASYNC["llamafast-async"] = _llamafast_row("AsyncClient", _async_for_each_event)
+ASYNC["llamafast-async-complete"] = _llamafast_row("AsyncClient", _complete)
 
 
 class Retried:
@@ -148,61 +135,62 @@ def _openai_call(t: Target) -> dict[str, Any]:
     return _openai_args(SLOT, t.chunks)
 
 
-@register(SYNC, "openai-sync")
-def _openai_sync(t: Target) -> Any:
-    import httpx
-    import openai
-
-    http = httpx.Client(verify=t.tls() or True, timeout=TIMEOUT)
-    c = openai.OpenAI(base_url=t.url + "/v1", api_key="bench", max_retries=0, http_client=http)
-    call = _openai_call(t)
-
-    def start() -> Any:
-        for _ in range(RETRIES):
-            try:
-                return c.chat.completions.create(**call)
-            except openai.APIConnectionError:
-                Retried.count += 1
-        return c.chat.completions.create(**call)
-
-    def one() -> int:
-        n = 0
-        for chunk in start():
-            chunk.choices[0].delta  # noqa: B018  (what a caller reads)
-            n += 1
-        return n
-
-    return one, c.close
+async def _retrying(create: Callable[[], Any], failed: type[Exception]) -> Any:
+    """`create()` (awaited when it gives an awaitable: AsyncOpenAI's), tried again at once after
+    a `failed` try, at most RETRIES times, each counted in Retried."""
+    for _ in range(RETRIES):
+        try:
+            got = create()
+            return (await got) if inspect.isawaitable(got) else got
+        except failed:
+            Retried.count += 1
+    got = create()
+    return (await got) if inspect.isawaitable(got) else got
 
 
-@register(ASYNC, "openai-async")
-def _openai_async(t: Target) -> Any:
-    import httpx
-    import openai
-
-    http = httpx.AsyncClient(verify=t.tls() or True, timeout=TIMEOUT)
-    c = openai.AsyncOpenAI(base_url=t.url + "/v1", api_key="bench", max_retries=0, http_client=http)
-    call = _openai_call(t)
-
-    async def start() -> Any:
-        for _ in range(RETRIES):
-            try:
-                return await c.chat.completions.create(**call)
-            except openai.APIConnectionError:
-                Retried.count += 1
-        return await c.chat.completions.create(**call)
-
-    async def one() -> int:
-        n = 0
-        async for chunk in await start():
-            chunk.choices[0].delta  # noqa: B018  (what a caller reads)
-            n += 1
-        return n
-
-    return one, c.close
+def _now(coro: Coroutine[Any, Any, Any]) -> Any:
+    """The value of a coroutine that awaits nothing unfinished (`_retrying` of a sync call)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise AssertionError("a sync call's retry awaited something")
 
 
-@register(SYNC, "floor")
+def _openai_row(sdk: str, http_client: str) -> Factory:
+    """An openai row: the SDK's `sdk` client over httpx's `http_client` (trusting the private CA
+    over https), each request `stream=True` and every chunk's delta read."""
+
+    def make(t: Target) -> Any:
+        import httpx
+        import openai
+
+        http = getattr(httpx, http_client)(verify=t.tls() or True, timeout=TIMEOUT)
+        kw = {"base_url": t.url + "/v1", "api_key": "bench", "max_retries": 0}
+        c = getattr(openai, sdk)(**kw, http_client=http)
+        create = functools.partial(c.chat.completions.create, **_openai_call(t))
+
+        def stream() -> Any:  # a coroutine: awaited by the async row, run at once by the sync
+            return _retrying(create, openai.APIConnectionError)
+
+        # every chunk's delta read, as a caller does (a pydantic model: always true)
+        if sdk == "OpenAI":
+            return (lambda: sum(1 for chunk in _now(stream()) if chunk.choices[0].delta)), c.close
+
+        async def one() -> int:
+            return sum([1 async for chunk in await stream() if chunk.choices[0].delta])
+
+        return one, c.close
+
+    return make
+
+
+SYNC["openai-sync"] = _openai_row("OpenAI", "Client")
+ASYNC["openai-async"] = _openai_row("AsyncOpenAI", "AsyncClient")
+
+
+@client(SYNC, "floor")
 def _floor(t: Target) -> Any:
     """One keep-alive socket (TLS over https): the same request bytes as llamafast's, the
     answer's bytes read to its last chunk and counted, no event parsed. Against a server that
