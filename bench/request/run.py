@@ -331,11 +331,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--schemes", default="http,https", help="http, https or both")
     ap.add_argument("--servers", default=",".join(SERVERS), help=", ".join(SERVERS))
-    ap.add_argument("--clients", default=",".join(ROWS), help="comma-separated: " + ", ".join(ROWS))
+    ap.add_argument(
+        "--clients",
+        help="comma-separated (default: every row whose package is installed): " + ", ".join(ROWS),
+    )
     ap.add_argument("--baseline-python", help="another interpreter whose llamafast runs again")
     ap.add_argument("--json", help="also write every run's numbers to this file")
     ap.add_argument("--max-seconds", type=float, default=3600, help="the servers stop after this")
     args = ap.parse_args(argv)
+    if args.clients is None:
+        has_openai = importlib.util.find_spec("openai") is not None
+        args.clients = ",".join(r for r in ROWS if has_openai or not r.startswith("openai"))
     for name, known in (("schemes", SCHEMES), ("servers", SERVERS), ("clients", ROWS)):
         chosen = getattr(args, name).split(",")
         if unknown := [x for x in chosen if x not in known]:
