@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 
 CHUNKS = 20_000
+MIN_CHUNKS = 20
 SEED = 20_250_101
 PROGRESS_STEP = 64  # tokens per prompt-processing batch, as `-b 64 -ub 64` in the recordings
 
@@ -98,8 +99,10 @@ class _Clock:
 
 def payloads(chunks: int = CHUNKS, seed: int = SEED) -> Iterator[str]:
     """The `chunks` data payloads of one response (without `[DONE]`), as JSON text."""
-    if chunks < 100:
-        raise ValueError(f"chunks must be at least 100, not {chunks}")
+    # 20 is the shortest stream with a chunk of every kind (bench/request's short turns); from
+    # 100 on the tool call's arguments come in pieces too.
+    if chunks < MIN_CHUNKS:
+        raise ValueError(f"chunks must be at least {MIN_CHUNKS}, not {chunks}")
     rng = random.Random(seed)
     alphabet = string.ascii_letters + string.digits
     completion_id = "chatcmpl-" + "".join(rng.choices(alphabet, k=32))

@@ -39,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,13 +163,17 @@ def scenarios(quick: bool) -> list[Scenario]:
 
 
 @contextlib.contextmanager
-def fake_server(loop: str, keep_alive: bool, max_seconds: float) -> Iterator[int]:
-    """Start server.py, yield its port; kill it at the end, however the block ends."""
+def fake_server(
+    loop: str, keep_alive: bool, max_seconds: float, extra: Sequence[str] = ()
+) -> Iterator[int]:
+    """Start server.py (with `extra` options), yield its port; kill it at the end, however the
+    block ends."""
     cmd = [
         sys.executable,
         str(HERE / "server.py"),
         f"--loop={loop}",
         f"--max-seconds={max_seconds}",
+        *extra,
     ]
     if keep_alive:
         cmd.append("--keep-alive")

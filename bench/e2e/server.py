@@ -12,7 +12,12 @@ holds it. `GET /slots`, `GET /health`, `POST /v1/chat/completions/control` answe
 `GET /_stats` gives this process's CPU seconds and the events it has written, so the runner can
 show that the server is not the bottleneck. Every answer says `Connection: close` as recorded
 and the connection is closed after it, unless `--keep-alive` (then a client that does not ask
-for `close` keeps its connection). The process ends when its stdin closes or after
+for `close` keeps its connection, as a proxy in front of llama-server does: `Connection:
+keep-alive`, no bound said). `--close-streams` is llama-server's own way: every answer says
+`Keep-Alive: timeout=5, max=100`, a whole answer keeps the connection (up to 100 answers on it),
+a streamed one closes it all the same.
+`--tls-cert`/`--tls-key` speak HTTPS. `GET /_stats` counts the connections accepted too (its
+own included). The process ends when its stdin closes or after
 `--max-seconds`, whichever comes first.
 """
 
@@ -23,6 +28,7 @@ import asyncio
 import json
 import resource
 import socket
+import ssl
 import sys
 import threading
 from collections import deque
@@ -40,6 +46,7 @@ class Stats:
     chunks = 0  # data events written
     responses = 0  # streamed responses finished
     requests = 0
+    connections = 0  # accepted (after the TLS handshake with --tls-cert)
 
 
 class Slots:
@@ -68,6 +75,7 @@ class Slots:
 
 SLOTS = Slots()
 KEEP_ALIVE = False
+CLOSE_STREAMS = False  # llama-server: close after every streamed answer, whatever it said
 
 
 class Conn(asyncio.Protocol):
@@ -85,9 +93,11 @@ class Conn(asyncio.Protocol):
         self.k = 0
         self.t0 = 0.0
         self.timer: asyncio.TimerHandle | None = None
+        self.answers = 0  # answers written on this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  (uvloop's is not a subclass)
+        Stats.connections += 1
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -148,7 +158,7 @@ class Conn(asyncio.Protocol):
         if method == "POST" and path == "/v1/chat/completions":
             try:  # a body this server cannot read is answered, never left hanging
                 request = json.loads(data)
-                self.events = wire.events(int(request.get("max_tokens", wire.MIN_CHUNKS)))
+                self.events = wire.events(int(request.get("max_tokens", wire.DEFAULT_CHUNKS)))
             except (ValueError, TypeError, AttributeError):
                 self.answer(wire.BAD_JSON)
                 return
@@ -173,6 +183,7 @@ class Conn(asyncio.Protocol):
                 "chunks": Stats.chunks,
                 "responses": Stats.responses,
                 "requests": Stats.requests,
+                "connections": Stats.connections,
             }
             self.answer(wire.json_response(wire.SLOTS_HEAD, json.dumps(stats).encode()))
         else:
@@ -181,13 +192,17 @@ class Conn(asyncio.Protocol):
     def answer(self, raw: bytes) -> None:
         assert self.transport is not None
         if self.keep:
-            raw = raw.replace(b"Connection: close\r\n", b"Connection: keep-alive\r\n", 1)
+            kept = wire.LLAMA_KEEP_ALIVE if CLOSE_STREAMS else b"Connection: keep-alive\r\n"
+            raw = raw.replace(b"Connection: close\r\n", kept, 1)
         self.transport.write(raw)
         self.done()
 
     def done(self) -> None:
         """The answer is written: close as recorded, or take the next request (keep-alive)."""
         assert self.transport is not None
+        self.answers += 1
+        if CLOSE_STREAMS and self.answers >= wire.LLAMA_MAX_ANSWERS:
+            self.keep = False  # llama-server's `max` reached
         if not self.keep:
             self.transport.close()
             return
@@ -207,7 +222,9 @@ class Conn(asyncio.Protocol):
             self.release()
             return
         assert self.transport is not None
-        head = wire.KEEP_ALIVE_HEAD if self.keep else wire.STREAM_HEAD
+        head = wire.STREAM_HEAD
+        if self.keep:
+            head = wire.KEEP_ALIVE_HEAD if CLOSE_STREAMS else wire.PROXY_HEAD
         if self.mode.mode == "bulk":
             self.transport.write(head + b"".join(self.events))
             self.end_stream(len(self.events) - 2)
@@ -240,12 +257,16 @@ class Conn(asyncio.Protocol):
         Stats.chunks += chunks
         Stats.responses += 1
         self.release()
+        if CLOSE_STREAMS:
+            self.keep = False
         self.done()
 
 
-async def serve(port: int, max_seconds: float, ready: str) -> None:
+async def serve(
+    port: int, max_seconds: float, ready: str, tls: ssl.SSLContext | None = None
+) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Conn, "127.0.0.1", port, backlog=1024)
+    server = await loop.create_server(Conn, "127.0.0.1", port, backlog=1024, ssl=tls)
     sockname = server.sockets[0].getsockname()
     print(f"{ready} {sockname[1]}", flush=True)
     stop = asyncio.Event()
@@ -265,21 +286,33 @@ async def serve(port: int, max_seconds: float, ready: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global KEEP_ALIVE
+    global KEEP_ALIVE, CLOSE_STREAMS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     ap.add_argument("--keep-alive", action="store_true", help="keep connections not closed")
+    ap.add_argument(
+        "--close-streams",
+        action="store_true",
+        help="keep connections, but close each after a streamed answer (as llama-server does)",
+    )
+    ap.add_argument("--tls-cert", help="speak HTTPS with this certificate (PEM)")
+    ap.add_argument("--tls-key", help="the certificate's private key (PEM)")
     ap.add_argument("--max-seconds", type=float, default=3600.0, help="stop after this long")
     args = ap.parse_args(argv)
-    KEEP_ALIVE = args.keep_alive
+    KEEP_ALIVE = args.keep_alive or args.close_streams
+    CLOSE_STREAMS = args.close_streams
+    tls = None
+    if args.tls_cert:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
     factory = None
     if args.loop == "uvloop":
         import uvloop
 
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(args.port, args.max_seconds, "PORT"))
+        runner.run(serve(args.port, args.max_seconds, "PORT", tls))
     return 0
 
 

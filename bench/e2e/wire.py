@@ -30,7 +30,8 @@ import gen_stream  # noqa: E402
 from llamafast import ChatRequest, Config, InferConfig, Limits, User, build_body  # noqa: E402
 
 HTTP = BENCH.parent / "fixtures" / "http"
-MIN_CHUNKS = 100  # gen_stream's shortest stream (it needs room for every kind of chunk)
+MIN_CHUNKS = gen_stream.MIN_CHUNKS  # the shortest stream with every kind of chunk
+DEFAULT_CHUNKS = 100  # an answer's chunks when the request does not say
 LAST_CHUNK = b"0\r\n\r\n"
 END = b"\r\n" + LAST_CHUNK  # how every streamed body ends: the last event's CRLF, the last chunk
 MODES = ("bulk", "paced")
@@ -45,9 +46,12 @@ def recorded(name: str) -> tuple[bytes, bytes]:
 
 
 STREAM_HEAD = recorded("content_only")[0]
-KEEP_ALIVE_HEAD = STREAM_HEAD.replace(
-    b"Connection: close\r\n", b"Connection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
-)
+LLAMA_KEEP_ALIVE = b"Connection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\n"
+LLAMA_MAX_ANSWERS = 100  # llama-server's `max`: it closes a connection after that many answers
+# llama-server's own head when it keeps the connection (it says so on streamed answers too, and
+# closes them all the same); a proxy in front of it keeps the connection with no bound said.
+KEEP_ALIVE_HEAD = STREAM_HEAD.replace(b"Connection: close\r\n", LLAMA_KEEP_ALIVE)
+PROXY_HEAD = STREAM_HEAD.replace(b"Connection: close\r\n", b"Connection: keep-alive\r\n")
 
 
 @dataclass(frozen=True)
@@ -109,9 +113,9 @@ def body(chunks: int) -> bytes:
     return b"".join(events(chunks))
 
 
-def response_size(chunks: int, keep_alive: bool = False) -> int:
-    """Bytes of one whole streamed response, head included (what a floor client must count)."""
-    return len(KEEP_ALIVE_HEAD if keep_alive else STREAM_HEAD) + len(body(chunks))
+def response_size(chunks: int, head: bytes = STREAM_HEAD) -> int:
+    """Bytes of one whole streamed response, `head` included (what a floor client must count)."""
+    return len(head) + len(body(chunks))
 
 
 # --- GET /slots -----------------------------------------------------------------------------
@@ -167,11 +171,15 @@ def config(url: str, chunks: int) -> Config:
     return Config(InferConfig(url=url), Limits(max_tokens=chunks))
 
 
-def chat_request(host: str, port: int, prefix: str, slot: int, chunks: int) -> bytes:
-    """The whole POST a floor client writes (no keep-alive asked: the server closes after)."""
+def chat_request(
+    host: str, port: int, prefix: str, slot: int, chunks: int, keep_alive: bool = False
+) -> bytes:
+    """The whole POST a floor client writes: llamafast's bytes, with `Connection: close` unless
+    `keep_alive` (then the server may keep the connection for the next request)."""
     data = chat_body(slot, chunks)
+    close = "" if keep_alive else "Connection: close\r\n"
     return (
         f"POST {prefix}/v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
         "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(data)}\r\n{close}\r\n"
     ).encode() + data

@@ -463,25 +463,30 @@ ASYNC["floor-wake"] = _waking_floor(engine=False)
 ASYNC["floor-wake-engine"] = _waking_floor(engine=True)
 
 
+def recv_answer(sock: socket.socket, view: memoryview, size: int) -> None:
+    """Read one streamed answer of `size` bytes (head included) into `view`, over and over,
+    until its last chunk; only the bytes are counted (the floors' whole work)."""
+    n = 0
+    tail = b""
+    while tail != wire.END:
+        got = sock.recv_into(view)
+        if not got:
+            raise AssertionError(f"closed after {n} bytes")
+        n += got
+        tail = bytes(view[got - 7 : got]) if got >= 7 else (tail + bytes(view[:got]))[-7:]
+    if n != size:
+        raise AssertionError(f"read {n} bytes, not the {size} of the answer")
+
+
 @client(SYNC, "floor-recv_into")
 def _recv_into_floor(host: str, port: int, prefix: str, chunks: int) -> Any:
     size = wire.response_size(chunks)
-    buf = bytearray(READ)
-    view = memoryview(buf)
+    view = memoryview(bytearray(READ))
 
     def one(slot: int) -> int:
-        n = 0
-        tail = b""
         with socket.create_connection((host, port), timeout=TIMEOUT) as sock:
             sock.sendall(wire.chat_request(host, port, prefix, slot, chunks))
-            while tail != wire.END:
-                got = sock.recv_into(view)
-                if not got:
-                    raise AssertionError(f"closed after {n} bytes")
-                n += got
-                tail = bytes(view[got - 7 : got]) if got >= 7 else (tail + bytes(view[:got]))[-7:]
-        if n != size:
-            raise AssertionError(f"read {n} bytes, not the {size} of the answer")
+            recv_answer(sock, view, size)
         return chunks
 
     return one, lambda: None
@@ -576,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-prefix", help="the warm-up request's prefix (default: --prefix)")
     ap.add_argument("--streams", type=int, default=1)
     ap.add_argument("--requests", type=int, default=1, help="requests per stream, in turn")
-    ap.add_argument("--chunks", type=int, default=wire.MIN_CHUNKS)
+    ap.add_argument("--chunks", type=int, default=wire.DEFAULT_CHUNKS)
     args = ap.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error(f"the benchmark talks to loopback only, not {args.host!r}")

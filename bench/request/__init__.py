@@ -1,0 +1,1 @@
+"""The per-request benchmark: short streamed chats in turn, CPU and connections (run.py)."""
