@@ -167,8 +167,10 @@ def chat_body(slot: int, chunks: int) -> bytes:
 
 
 def config(url: str, chunks: int) -> Config:
-    """llamafast's Config for `chunks`-chunk answers from the server at `url`."""
-    return Config(InferConfig(url=url), Limits(max_tokens=chunks))
+    """llamafast's Config for `chunks`-chunk answers from the server at `url`, with room for
+    every stream of a scenario at once (`max_connections` is 32 unless raised, and the paced
+    scenario runs 100 streams side by side)."""
+    return Config(InferConfig(url=url), Limits(max_tokens=chunks, max_connections=1024))
 
 
 def chat_request(
