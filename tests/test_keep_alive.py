@@ -323,3 +323,18 @@ def test_a_connection_with_bytes_after_its_answer_is_not_kept(kind: str) -> None
             use.close()
     assert [n for n, _ in server.answered] == [1, 1, 2, 2]
     assert server.arrived == 4
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_the_asyncio_client_closes_a_connection_idle_past_its_bound(package: Any) -> None:
+    async def main(server: KeepAliveServer) -> None:
+        async with package.AsyncClient(cfg(server.url)) as client:
+            await client.models()
+            assert server.open_now == 1
+            await asyncio.sleep(0.8)  # the server's timeout=1, less the client's 0.5 s margin
+            assert server.open_now == 0  # closed by the client while idle
+            await client.models()
+
+    with KeepAliveServer(header="timeout=1") as server:
+        asyncio.run(main(server))
+    assert [n for n, _ in server.answered] == [1, 2]

@@ -81,6 +81,7 @@ class Pool:
             if getattr(conn, "loop", None) is not loop:
                 continue  # another event loop's: only it may use or close it
             del idle[i]
+            self._untimed(conn)
             if now < conn.idle_until and conn.alive():
                 return conn, False, dead
             if now < conn.idle_until and conn.after_stream:
@@ -191,7 +192,22 @@ class Pool:
         if not keep:
             conn.close()
             return
+        self._timed(conn, idle)
         self._notify()
+
+    def _timed(self, conn: Any, seconds: float) -> None:
+        """Close `conn` if it is still idle after `seconds` (the sync client's are closed by
+        the next request or the client's close: no thread of its own watches them)."""
+
+    def _untimed(self, conn: Any) -> None:
+        """`conn` is no longer idle: its close after `seconds` is called off."""
+
+    def _expire(self, conn: Any) -> None:
+        with self._cond:
+            if conn not in self._idle:
+                return  # taken, or closed, meanwhile
+            self._idle.remove(conn)
+        conn.close()
 
     def close(self) -> None:
         """Close every kept connection; keep none from now on (the client is closed)."""
@@ -204,7 +220,8 @@ class Pool:
 
 class AsyncPool(Pool):
     """The asyncio client's pool: the same, but a request beyond `max_connections` awaits a
-    future of its own, woken when a connection comes free (from any thread, any loop)."""
+    future of its own, woken when a connection comes free (from any thread, any loop), and an
+    idle connection is closed by its loop's timer when its idle bound ends."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
@@ -234,6 +251,15 @@ class AsyncPool(Pool):
                 with self._cond:
                     if (loop, waiter) in self._waiters:
                         self._waiters.remove((loop, waiter))
+
+    def _timed(self, conn: Any, seconds: float) -> None:
+        conn.expiry = conn.loop.call_later(max(0.0, seconds), self._expire, conn)
+
+    def _untimed(self, conn: Any) -> None:
+        expiry = getattr(conn, "expiry", None)
+        if expiry is not None:
+            conn.expiry = None
+            expiry.cancel()
 
     def _notify(self) -> None:
         with self._cond:
