@@ -338,3 +338,15 @@ def test_the_asyncio_client_closes_a_connection_idle_past_its_bound(package: Any
     with KeepAliveServer(header="timeout=1") as server:
         asyncio.run(main(server))
     assert [n for n, _ in server.answered] == [1, 2]
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_connections_kept_by_an_ended_event_loop_are_given_up(package: Any) -> None:
+    # One AsyncClient across several asyncio.run calls: what each loop kept is shut when the
+    # next loop finds it, so it counts against max_connections no longer.
+    with KeepAliveServer() as server:
+        client = package.AsyncClient(cfg(server.url, max_connections=2, connect_timeout=0.5))
+        for _ in range(5):
+            asyncio.run(client.models())
+        assert server.accepted == 5
+        assert client._pool._open == 1

@@ -78,9 +78,13 @@ class Pool:
         idle = [] if fresh else self._idle
         for i in range(len(idle) - 1, -1, -1):
             conn = idle[i]
-            if getattr(conn, "loop", None) is not loop:
-                continue  # another event loop's: only it may use or close it
+            owner = getattr(conn, "loop", None)
+            if owner is not loop and not (owner is not None and owner.is_closed()):
+                continue  # another running event loop's: only it may use or close it
             del idle[i]
+            if owner is not loop:  # its loop has ended (asyncio.run returned): it goes too
+                dead.append(conn)
+                continue
             self._untimed(conn)
             if now < conn.idle_until and conn.alive():
                 return conn, False, dead

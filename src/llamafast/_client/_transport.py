@@ -447,10 +447,22 @@ class _AsyncIO:
 
     def close(self) -> None:
         _leave_pool(self)
+        if self.loop.is_closed():  # kept past its loop (asyncio.run returned): only its
+            _shut(self.transport)  # socket is left, shut (the GC closes the transport)
+            return
         self._cancel_timer()
         transport = self.transport
         if transport is not None:
             transport.abort()  # at once: the server sees the close and frees the slot
+
+
+def _shut(transport: Any) -> None:
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # the server sees the close at once
+        except OSError:
+            pass
 
 
 # --- running several requests of one call -------------------------------------------------------
