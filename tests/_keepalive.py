@@ -64,6 +64,7 @@ class KeepAliveServer(LoopbackServer):
     header: str | None = "timeout=5, max=100"
     delay: float = 0.0  # seconds before each chat's answer
     tls: ssl.SSLContext | None = None  # speak TLS with this context
+    idle_close: float = 0.0  # seconds between the answer and the close BEFORE a request
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -122,7 +123,10 @@ class KeepAliveServer(LoopbackServer):
                 after = self.plan.get(k + 1)
             conn.sendall(kept(name, self.header) + (b"\r\n" if moment == SURPLUS else b""))
             answers += 1
-            if after == BEFORE or (streamed and self.close_after_stream):
+            if after == BEFORE:
+                time.sleep(self.idle_close)
+                return
+            if streamed and self.close_after_stream:
                 return
             if self.most is not None and answers >= self.most:
                 return

@@ -350,3 +350,21 @@ def test_connections_kept_by_an_ended_event_loop_are_given_up(package: Any) -> N
             asyncio.run(client.models())
         assert server.accepted == 5
         assert client._pool._open == 1
+
+
+def test_a_close_long_after_a_stream_is_not_taken_for_a_close_after_every_stream(
+    kind: str,
+) -> None:
+    # The server's own idle close, 1.2 s after a stream, is no sign that it closes after every
+    # stream: later streams' connections are still kept.
+    with KeepAliveServer(plan={2: BEFORE}, idle_close=1.2) as server:
+        use = using(kind, server, retries=0)
+        try:
+            use.chat()
+            time.sleep(1.5)
+            use.chat()
+            use.chat()
+        finally:
+            use.close()
+    assert not use.pool.closes_after_stream
+    assert [n for n, _ in server.answered] == [1, 2, 2]

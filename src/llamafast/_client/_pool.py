@@ -27,6 +27,9 @@ __all__ = ["IDLE_S", "AsyncPool", "Pool", "keep_alive_terms"]
 
 IDLE_S = 5.0  # an idle connection is kept at most this long (httpx's keepalive_expiry)
 MARGIN_S = 0.5  # and closed this long before the server's Keep-Alive timeout would close it
+# A connection found closed within this long of a streamed answer was closed because the answer
+# was a stream (llama-server closes at once); later, it may be an idle timeout of the server's.
+AFTER_STREAM_S = 1.0
 
 
 def keep_alive_terms(headers: Mapping[str, str]) -> tuple[float | None, int | None]:
@@ -42,6 +45,11 @@ def keep_alive_terms(headers: Mapping[str, str]) -> tuple[float | None, int | No
         elif name == "max" and value.isdigit():
             most = int(value)
     return timeout, most
+
+
+def _closed_for_a_stream(conn: Any, now: float) -> bool:
+    """`conn`, kept after a streamed answer, was found closed soon after it."""
+    return bool(conn.after_stream) and now - conn.idle_since < AFTER_STREAM_S
 
 
 def _pool_timeout(limit: int, seconds: float) -> WaitTimeoutError:
@@ -88,8 +96,8 @@ class Pool:
             self._untimed(conn)
             if now < conn.idle_until and conn.alive():
                 return conn, False, dead
-            if now < conn.idle_until and conn.after_stream:
-                self.closes_after_stream = True  # closed early, after a stream: learnt
+            if _closed_for_a_stream(conn, now):
+                self.closes_after_stream = True  # learnt
             dead.append(conn)
         if holding or self._open - len(dead) < self.limit:
             self._open += 1
@@ -152,7 +160,7 @@ class Pool:
     def stale(self, conn: Any) -> None:
         """`conn`, kept, ended before any byte of its answer: the server had closed it. After
         a streamed answer, and before its Keep-Alive timeout: the server closes those."""
-        if getattr(conn, "after_stream", False):
+        if _closed_for_a_stream(conn, time.monotonic()):
             self.closes_after_stream = True
         self.resent += 1
         conn.close()
@@ -187,7 +195,8 @@ class Pool:
             conn.close()
             return
         conn.after_stream = streamed
-        conn.idle_until = time.monotonic() + idle
+        conn.idle_since = time.monotonic()
+        conn.idle_until = conn.idle_since + idle
         with self._cond:
             if self._closed:
                 keep = False

@@ -120,6 +120,7 @@ class _SyncIO:
     pool: Any = None  # the Pool that counts it, until it is closed
     reused = False  # it carried an earlier answer (kept alive)
     after_stream = False  # that answer was an event stream
+    idle_since = 0.0  # when it was kept
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -292,6 +293,7 @@ class _AsyncIO:
     pool: Any = None  # the AsyncPool that counts it, until it is closed
     reused = False  # it carried an earlier answer (kept alive)
     after_stream = False  # that answer was an event stream
+    idle_since = 0.0  # when it was kept
 
     @classmethod
     async def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
