@@ -174,6 +174,8 @@ class Pool:
         timeout, most = keep_alive_terms(parser.headers)
         if most is not None:
             conn.most = min(conn.most, conn.uses - 1 + most)
+        if streamed and parser.done and parser.keep_alive and (conn.eof or conn.error):
+            self.closes_after_stream = True  # it said keep-alive, and closed as the stream ended
         keep = (
             parser.done
             and parser.keep_alive
