@@ -34,7 +34,10 @@ def keep_alive_terms(headers: Mapping[str, str]) -> tuple[float | None, int | No
     None for what it does not say or says in a form that is not a number."""
     timeout: float | None = None
     most: int | None = None
-    for term in headers.get("keep-alive", "").split(","):
+    terms = headers.get("keep-alive")
+    if not terms:  # a proxy's answers say none: nothing to parse per request
+        return timeout, most
+    for term in terms.split(","):
         name, _, value = term.partition("=")
         name, value = name.strip().lower(), value.strip()
         if name == "timeout" and value.isdigit():
@@ -66,6 +69,7 @@ class Pool:
         self._open = 0  # busy and idle
         self._idle: list[Any] = []  # the last released last
         self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0  # threads waiting in acquire: only they need a notify
         self._closed = False
 
     # --- handing out ----------------------------------------------------------------------------
@@ -113,15 +117,22 @@ class Pool:
                     left = until - time.monotonic()
                     if left <= 0:
                         raise _pool_timeout(self.limit, time.monotonic() - start)
-                    self._cond.wait(left)
+                    self._waiting += 1
+                    try:
+                        self._cond.wait(left)
+                    finally:
+                        self._waiting -= 1
             for stale in dead:
                 stale.close()
             if conn is not None or may_open:
                 return conn
 
     def _notify(self) -> None:
-        with self._cond:
-            self._cond.notify()
+        # Read after the change it tells of (made under the lock): a waiter counted later
+        # found that change itself before it waited.
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
 
     # --- giving back ----------------------------------------------------------------------------
 
@@ -236,6 +247,8 @@ class AsyncPool(Pool):
                         self._waiters.remove((loop, waiter))
 
     def _notify(self) -> None:
+        if not self._waiters:  # as Pool's: a waiter added later saw the change first
+            return
         with self._cond:
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:  # each looks again; those that find none wait again

@@ -120,6 +120,7 @@ class _SyncIO:
     pool: Any = None  # the Pool that counts it, until it is closed
     reused = False  # it carried an earlier answer (kept alive)
     after_stream = False  # that answer was an event stream
+    poller: Any = None  # `alive`'s, once asked
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -205,7 +206,7 @@ class _SyncIO:
             self.eof = True
 
     def renew(self) -> None:
-        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
+        """Ready to carry the next request (kept alive): the parser reset, nothing of the last
         answer kept."""
         _renew(self)
 
@@ -220,8 +221,10 @@ class _SyncIO:
         if pending is not None and pending():
             return False
         try:
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
+            poller = self.poller  # one per connection, registered once
+            if poller is None:
+                poller = self.poller = select.poll()
+                poller.register(sock, select.POLLIN)
             return not poller.poll(0)
         except AttributeError:  # no poll (Windows)
             return not select.select([sock], [], [], 0)[0]
@@ -241,7 +244,7 @@ class _SyncIO:
 
 
 def _renew(conn: Any) -> None:
-    conn.parser = conn.Parser()
+    conn.parser.reset()  # its buffer reused: no new 64 KiB per answer
     conn.early = []
     conn.sink = None
     conn.received = 0
@@ -426,7 +429,7 @@ class _AsyncIO:
             timer.cancel()
 
     def renew(self) -> None:
-        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
+        """Ready to carry the next request (kept alive): the parser reset, nothing of the last
         answer kept, no stall watch, reading on (so a close while idle is seen)."""
         self._cancel_timer()
         self._stall = 0.0
@@ -523,21 +526,29 @@ ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport r
 
 
 class Turns:
-    """The sync client's waits for a turn in a slot's line: one condition per client."""
+    """The sync client's waits for a turn in a slot's line: one condition per client, notified
+    only while some thread waits on it (a request whose slot is free pays no turn)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self._waiting = 0  # threads inside wait()
 
     def wait(self, cmd: WaitTurn) -> None:
         with self._cond:
-            while cmd.ticket.moves == cmd.seen:
-                left = cmd.until - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
+            self._waiting += 1
+            try:
+                while cmd.ticket.moves == cmd.seen:
+                    left = cmd.until - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._cond.wait(left)
+            finally:
+                self._waiting -= 1
 
     def wake(self, moved: list[Ticket]) -> None:
-        if moved:
+        # The tickets moved before this reads `_waiting`: a thread not counted yet sees
+        # their move once it holds the condition, before it would wait.
+        if moved and self._waiting:
             with self._cond:
                 self._cond.notify_all()
 
