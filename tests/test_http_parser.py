@@ -1046,3 +1046,36 @@ def test_a_reset_parser_reads_the_next_answer_as_a_new_one_would_in_the_same_buf
         cuts = [len(after) // 3]
         assert run(http, after, cuts, parser=parser) == run(http, after, cuts, 256)
         assert parser.free().obj is buffer, "reset made a new buffer"
+
+
+def test_a_head_read_again_is_read_alike_and_its_headers_are_the_callers_own() -> None:
+    # parse_head keeps the heads it read last (a kept connection's answers repeat theirs): the
+    # same result every time, a headers dict of each caller's own, heads that differ in one
+    # byte told apart, and the cache bounded.
+    from llamafast._engine import _http_head
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
+    first = _http_head.parse_head(head)
+    first[1]["content-type"] = "changed by the caller"
+    again = _http_head.parse_head(bytes(head))
+    assert again == _http_head._parse_head(head)
+    assert again[1]["content-type"] == "text/event-stream"
+    assert again[1] is not _http_head.parse_head(head)[1]
+    assert _http_head.parse_head(bytearray(head)) == again
+    other = _http_head.parse_head(head.replace(b"chunked", b"chunkeD"))
+    assert other[1]["transfer-encoding"] == "chunkeD"
+    for n in range(3 * _http_head.MAX_HEADS_READ):
+        assert _http_head.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: %d" % n)[4] == n
+    assert len(_http_head._READ) <= _http_head.MAX_HEADS_READ
+    with pytest.raises(HttpParseError):
+        _http_head.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x")
+    for line in (
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 503 Busy",
+        bytearray(b"HTTP/1.1 204"),
+    ):
+        assert _http_head.status_line(line) == int(line[9:12])
+    for _ in range(2):  # a refused line is refused every time
+        with pytest.raises(HttpParseError):
+            _http_head.status_line(b"HTTP/1.1 20 OK")

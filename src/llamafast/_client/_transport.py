@@ -121,6 +121,7 @@ class _SyncIO:
     reused = False  # it carried an earlier answer (kept alive)
     after_stream = False  # that answer was an event stream
     poller: Any = None  # `alive`'s, once asked
+    rcv_timeout: float | None = None  # the SO_RCVTIMEO its socket has, once set
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -182,9 +183,12 @@ class _SyncIO:
         if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
             sock.settimeout(stall)
             return
-        seconds = int(stall)
-        micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, micros))
+        if self.rcv_timeout != stall:  # the socket keeps it: set once per connection and bound
+            seconds = int(stall)
+            micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
+            timeval = struct.pack("ll", seconds, micros)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            self.rcv_timeout = stall
         sock.settimeout(None)
 
     def pump(self) -> None:
@@ -392,9 +396,17 @@ class _AsyncIO:
         if early:
             sink.feed(early)
         self._stall = stall
-        self.last = self.loop.time()
-        self.clock = self.loop.time
-        self._timer = self.loop.call_at(self.last + stall, self._check_stall)
+        loop = self.loop
+        self.last = now = loop.time()
+        self.clock = loop.time
+        # The last stream's timer, still armed on a kept connection, serves when it fires no
+        # later than this stream's deadline (it then re-arms from the newest arrival): one
+        # timer per connection and stall period, not one per request.
+        timer = self._timer
+        if timer is None or timer.when() > now + stall:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(now + stall, self._check_stall)
 
     def resume(self) -> None:
         """Read again: the consumer has caught up with a backlog."""
@@ -413,6 +425,10 @@ class _AsyncIO:
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
         # it is set again from the newest arrival, so arrivals themselves never touch a timer.
+        # Between streams (kept, idle: no clock) it lapses.
+        if self.clock is None:
+            self._timer = None
+            return
         now = self.loop.time()
         due = self.last + self._stall
         if now >= due:
@@ -430,8 +446,8 @@ class _AsyncIO:
 
     def renew(self) -> None:
         """Ready to carry the next request (kept alive): the parser reset, nothing of the last
-        answer kept, no stall watch, reading on (so a close while idle is seen)."""
-        self._cancel_timer()
+        answer kept, no stall watch (its timer, if armed, lapses or serves the next stream),
+        reading on (so a close while idle is seen)."""
         self._stall = 0.0
         _renew(self)
         if self.paused:
