@@ -91,13 +91,13 @@ def parse_head(head: bytes) -> Head:
     """A response head without its blank line, its lines ended by CRLF: (status, headers with
     lower-case names, keep-alive, framing, body bytes left, parser state). The state is HEAD
     for an interim answer (1xx): the final answer's head comes next."""
-    if type(head) is not bytes:  # a caller's bytearray or view: not kept
+    seen = _READ.get(head) if type(head) is bytes else None
+    if seen is None:
         seen = _parse_head(bytes(head))
-    elif (seen := _READ.get(head)) is None:
-        seen = _parse_head(head)
-        if len(_READ) >= MAX_HEADS_READ:
-            _READ.clear()
-        _READ[head] = seen
+        if type(head) is bytes:  # not a caller's bytearray or view
+            if len(_READ) >= MAX_HEADS_READ:
+                _READ.clear()
+            _READ[head] = seen
     status, headers, keep_alive, framing, left, state = seen
     return status, headers.copy(), keep_alive, framing, left, state
 
