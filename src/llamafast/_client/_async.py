@@ -461,9 +461,8 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
                 try:
                     events: list[ChatEvent] | None = sink.take()
                 except Exception:
-                    events = []
-                if not events:
-                    events = core.next_events()
+                    events = None
+                events = events or core.next_events()
                 if events:
                     if self._watch:
                         step = core.budget()

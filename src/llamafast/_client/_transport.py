@@ -399,9 +399,8 @@ class _AsyncIO:
         loop = self.loop
         self.last = now = loop.time()
         self.clock = loop.time
-        # The last stream's timer, still armed on a kept connection, serves when it fires no
-        # later than this stream's deadline (it then re-arms from the newest arrival): one
-        # timer per connection and stall period, not one per request.
+        # The last stream's timer, still armed on a kept connection, serves when it fires by
+        # this stream's deadline (it re-arms from the newest arrival): not one per request.
         timer = self._timer
         if timer is None or timer.when() > now + stall:
             if timer is not None:
@@ -562,8 +561,7 @@ class Turns:
                 self._waiting -= 1
 
     def wake(self, moved: list[Ticket]) -> None:
-        # The tickets moved before this reads `_waiting`: a thread not counted yet sees
-        # their move once it holds the condition, before it would wait.
+        # Moved before `_waiting` is read: a thread not counted yet sees it before it waits.
         if moved and self._waiting:
             with self._cond:
                 self._cond.notify_all()
