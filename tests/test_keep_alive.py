@@ -298,6 +298,55 @@ def test_threads_share_one_sync_client(served: KeepAliveServer) -> None:
 
 
 @pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_request_waiting_for_the_one_connection_gets_it_when_it_comes_free(
+    package: Any, served: KeepAliveServer
+) -> None:
+    # max_connections=1: a second thread's request waits for the connection the first one's
+    # stream holds, and is woken when that stream ends (the pool tells its waiters), not when
+    # its own 30 s deadline would let it look again.
+    client = package.Client(cfg(served.url, max_connections=1, wait_timeout=30.0))
+    done: list[Any] = []
+    try:
+        with client.stream(MESSAGES) as first:
+            next(first)
+            waiter = threading.Thread(target=lambda: done.append(client.complete(MESSAGES)))
+            waiter.start()
+            while not client._pool._waiting and waiter.is_alive():
+                time.sleep(0.01)
+            for _ in first:
+                pass
+        waiter.join(10)
+        assert not waiter.is_alive(), "the waiting request was not woken"
+    finally:
+        client.close()
+    assert isinstance(done[0], Completion)
+    assert served.accepted == 1
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_task_waiting_for_the_one_connection_gets_it_when_it_comes_free(
+    package: Any, served: KeepAliveServer
+) -> None:
+    # The same for the asyncio client's tasks: the waiting one is woken when the stream ends.
+    async def run() -> Completion:
+        client = package.AsyncClient(cfg(served.url, max_connections=1, wait_timeout=30.0))
+        try:
+            async with client.stream(MESSAGES) as first:
+                await anext(first)
+                waiter = asyncio.ensure_future(client.complete(MESSAGES))
+                while not client._pool._waiters and not waiter.done():
+                    await asyncio.sleep(0.01)
+                async for _ in first:
+                    pass
+            return await asyncio.wait_for(waiter, 10)
+        finally:
+            await client.aclose()
+
+    assert isinstance(asyncio.run(run()), Completion)
+    assert served.accepted == 1
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
 def test_max_connections_bounds_the_open_connections(package: Any) -> None:
     async def main(server: KeepAliveServer) -> list[Completion]:
         async with package.AsyncClient(cfg(server.url, max_connections=2)) as client:
