@@ -25,6 +25,7 @@ __all__ = ["KeepAliveServer"]
 BEFORE, DURING, AFTER = "before", "during", "after"
 CUT = "cut"  # answer the first bytes of a head, then close
 SURPLUS = "surplus"  # answer, with bytes after the answer's end
+STALL = "stall"  # answer the first half, then say nothing more (the connection left open)
 WHOLE = {"/slots": "get_slots"}  # the recording of each whole answer but /models
 
 
@@ -56,7 +57,7 @@ class KeepAliveServer(LoopbackServer):
     streamed answer; `most`: close after that many answers on a connection (and say
     `max=most`); `header`: the Keep-Alive header (None: none); `delay`: seconds before each
     chat's answer. CUT: answer the first bytes of a head, then close; SURPLUS: answer, and
-    send bytes after the answer."""
+    send bytes after the answer; STALL: answer half, then nothing until the client closes."""
 
     plan: dict[int, str] = field(default_factory=dict)
     close_after_stream: bool = False
@@ -121,7 +122,12 @@ class KeepAliveServer(LoopbackServer):
             with self._lock:  # logged before it is sent: a client that has it sees it logged
                 self.answered.append((number, req.path))
                 after = self.plan.get(k + 1)
-            conn.sendall(kept(name, self.header) + (b"\r\n" if moment == SURPLUS else b""))
+            answer = kept(name, self.header) + (b"\r\n" if moment == SURPLUS else b"")
+            if moment == STALL:
+                conn.sendall(answer[: len(answer) // 2])
+                _next_request_begins(conn)  # silent until the client closes it
+                return
+            conn.sendall(answer)
             answers += 1
             if after == BEFORE:
                 time.sleep(self.idle_close)

@@ -50,9 +50,13 @@ def http(request: pytest.FixtureRequest) -> Any:
     return _twins.PURE
 
 
-def run(mod: Any, raw: bytes, cuts: list[int], size: int = 1 << 16) -> dict[str, Any]:
-    """Feed `raw` in the pieces `cuts` makes, then end it: everything the parser says."""
-    parser = mod.ResponseParser(size)
+def run(
+    mod: Any, raw: bytes, cuts: list[int], size: int = 1 << 16, parser: Any = None
+) -> dict[str, Any]:
+    """Feed `raw` in the pieces `cuts` makes, then end it: everything the parser says (a new
+    parser's, or `parser`'s)."""
+    if parser is None:
+        parser = mod.ResponseParser(size)
     body = bytearray()
     error = None
     try:
@@ -996,3 +1000,82 @@ def test_a_finalizer_feeding_the_sink_inside_take_is_refused_not_a_crash() -> No
                     pass
     finally:
         gc.set_threshold(*old)
+
+
+# --- reset: the next answer on a kept connection, in the same buffer ----------------------------
+
+_BEFORE_RESET = {
+    "a stream read to its end": b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Transfer-Encoding: chunked\r\nKeep-Alive: timeout=5\r\n\r\n6\r\ndata: \r\n0\r\n\r\n",
+    "an answer cut inside its body": b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+    "an answer cut inside its head": b"HTTP/1.1 200 OK\r\nContent-Le",
+    "a fault": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    "bytes after the body": b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1",
+    "an interim answer": b"HTTP/1.1 100 Continue\r\n\r\n",
+}
+_AFTER_RESET = [
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\n\r\nuntil close",
+]
+
+
+@pytest.mark.parametrize("before", list(_BEFORE_RESET.values()), ids=list(_BEFORE_RESET))
+def test_a_reset_parser_reads_the_next_answer_as_a_new_one_would_in_the_same_buffer(
+    http: Any, before: bytes
+) -> None:
+    # A kept connection's next answer (rule KEEP-ALIVE): whatever the last one left (its
+    # state, a fault, a partial line, bytes after its end), the reset parser reads the next
+    # exactly as a new parser does, into the buffer it already has.
+    for after in _AFTER_RESET:
+        parser = http.ResponseParser(256)
+        buffer = parser.free().obj
+        try:
+            for _ in fill(parser, before, [len(before) // 2]):
+                pass
+        except HttpParseError:
+            pass
+        parser.reset()
+        assert (parser.status, parser.headers, parser.head_done) == (0, {}, False)
+        assert (parser.done, parser.surplus, parser.keep_alive, parser.fault) == (
+            False,
+            False,
+            True,
+            None,
+        )
+        cuts = [len(after) // 3]
+        assert run(http, after, cuts, parser=parser) == run(http, after, cuts, 256)
+        assert parser.free().obj is buffer, "reset made a new buffer"
+
+
+def test_a_head_read_again_is_read_alike_and_its_headers_are_the_callers_own() -> None:
+    # parse_head keeps the heads it read last (a kept connection's answers repeat theirs): the
+    # same result every time, a headers dict of each caller's own, heads that differ in one
+    # byte told apart, and the cache bounded.
+    from llamafast._engine import _http_head
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
+    first = _http_head.parse_head(head)
+    first[1]["content-type"] = "changed by the caller"
+    again = _http_head.parse_head(bytes(head))
+    assert again == _http_head._parse_head(head)
+    assert again[1]["content-type"] == "text/event-stream"
+    assert again[1] is not _http_head.parse_head(head)[1]
+    assert _http_head.parse_head(bytearray(head)) == again
+    other = _http_head.parse_head(head.replace(b"chunked", b"chunkeD"))
+    assert other[1]["transfer-encoding"] == "chunkeD"
+    for n in range(3 * _http_head.MAX_HEADS_READ):
+        assert _http_head.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: %d" % n)[4] == n
+    assert len(_http_head._READ) <= _http_head.MAX_HEADS_READ
+    with pytest.raises(HttpParseError):
+        _http_head.parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x")
+    for line in (
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 200 OK",
+        b"HTTP/1.1 503 Busy",
+        bytearray(b"HTTP/1.1 204"),
+    ):
+        assert _http_head.status_line(line) == int(line[9:12])
+    for _ in range(2):  # a refused line is refused every time
+        with pytest.raises(HttpParseError):
+            _http_head.status_line(b"HTTP/1.1 20 OK")

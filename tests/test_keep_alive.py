@@ -8,6 +8,7 @@ after a byte of an answer nothing is sent again; a stream closed early is not ke
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,8 +19,8 @@ import pytest
 import llamafast
 import llamafast.pure
 from _drivers import cfg
-from _keepalive import AFTER, BEFORE, CUT, DURING, SURPLUS, KeepAliveServer
-from llamafast import Completion, ProtocolError, Retrying, WaitTimeoutError
+from _keepalive import AFTER, BEFORE, CUT, DURING, STALL, SURPLUS, KeepAliveServer
+from llamafast import Completion, ProtocolError, Retrying, StalledError, WaitTimeoutError
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -35,9 +36,9 @@ class SyncUse:
     def pool(self) -> Any:
         return self.client._pool
 
-    def chat(self, stop_after: int | None = None) -> list[Any]:
+    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
         events: list[Any] = []
-        with self.client.stream(MESSAGES) as stream:
+        with self.client.stream(MESSAGES, limits=limits) as stream:
             for event in stream:
                 events.append(event)
                 if stop_after is not None and len(events) >= stop_after:
@@ -65,10 +66,10 @@ class AsyncUse(SyncUse):
         self.runner = asyncio.Runner()
         self.client = package.AsyncClient(config)
 
-    def chat(self, stop_after: int | None = None) -> list[Any]:
+    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
         async def run() -> list[Any]:
             events: list[Any] = []
-            async with self.client.stream(MESSAGES) as stream:
+            async with self.client.stream(MESSAGES, limits=limits) as stream:
                 async for event in stream:
                     events.append(event)
                     if stop_after is not None and len(events) >= stop_after:
@@ -205,6 +206,34 @@ def test_a_stream_closed_early_is_not_kept(kind: str, served: KeepAliveServer) -
     assert served.accepted == 2
 
 
+@pytest.mark.parametrize("stall_timeout", [0.3, 0.6])
+def test_a_stream_on_a_kept_connection_stalls_by_its_own_stall_timeout(
+    kind: str, stall_timeout: float
+) -> None:
+    # The stall watch of a kept connection's next stream (rule STALL): whatever timer the
+    # streams before it left (here with a stall_timeout of 60 s), a stream that goes silent
+    # ends in StalledError, not before its own stall_timeout and not long after; the stalled
+    # connection is not kept.
+    with KeepAliveServer(plan={3: STALL}) as server:
+        use = using(kind, server, retries=0, stall_timeout=60.0)
+        try:
+            use.chat()
+            use.chat()
+            start = time.monotonic()
+            with pytest.raises(StalledError):
+                use.chat(
+                    limits=dataclasses.replace(
+                        use.client.config.limits, stall_timeout=stall_timeout
+                    )
+                )
+            waited = time.monotonic() - start
+            use.models()
+        finally:
+            use.close()
+    assert stall_timeout <= waited < stall_timeout + 5
+    assert [n for n, _ in server.answered] == [1, 1, 1, 2]
+
+
 def test_keep_alive_max_is_honoured(kind: str) -> None:
     with KeepAliveServer(most=3) as server:
         use = using(kind, server, retries=0)
@@ -266,6 +295,55 @@ def test_threads_share_one_sync_client(served: KeepAliveServer) -> None:
     assert len(served.answered) == 80
     assert served.accepted <= 8
     assert served.open_most <= 8
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_request_waiting_for_the_one_connection_gets_it_when_it_comes_free(
+    package: Any, served: KeepAliveServer
+) -> None:
+    # max_connections=1: a second thread's request waits for the connection the first one's
+    # stream holds, and is woken when that stream ends (the pool tells its waiters), not when
+    # its own 30 s deadline would let it look again.
+    client = package.Client(cfg(served.url, max_connections=1, wait_timeout=30.0))
+    done: list[Any] = []
+    try:
+        with client.stream(MESSAGES) as first:
+            next(first)
+            waiter = threading.Thread(target=lambda: done.append(client.complete(MESSAGES)))
+            waiter.start()
+            while not client._pool._waiting and waiter.is_alive():
+                time.sleep(0.01)
+            for _ in first:
+                pass
+        waiter.join(10)
+        assert not waiter.is_alive(), "the waiting request was not woken"
+    finally:
+        client.close()
+    assert isinstance(done[0], Completion)
+    assert served.accepted == 1
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_task_waiting_for_the_one_connection_gets_it_when_it_comes_free(
+    package: Any, served: KeepAliveServer
+) -> None:
+    # The same for the asyncio client's tasks: the waiting one is woken when the stream ends.
+    async def run() -> Completion:
+        client = package.AsyncClient(cfg(served.url, max_connections=1, wait_timeout=30.0))
+        try:
+            async with client.stream(MESSAGES) as first:
+                await anext(first)
+                waiter = asyncio.ensure_future(client.complete(MESSAGES))
+                while not client._pool._waiters and not waiter.done():
+                    await asyncio.sleep(0.01)
+                async for _ in first:
+                    pass
+            return await asyncio.wait_for(waiter, 10)
+        finally:
+            await client.aclose()
+
+    assert isinstance(asyncio.run(run()), Completion)
+    assert served.accepted == 1
 
 
 @pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])

@@ -160,9 +160,14 @@ EFFORTS: Final = typing.get_args(ReasoningEffort)
 _BUDGET_MAX: Final = 2**31 - 1
 
 
+# No NaN or Infinity (not JSON), UTF-8 rather than \u escapes, no insignificant white space:
+# json.dumps's text with these options, from one encoder made once (json.dumps makes one per
+# call when given options; encode keeps no state between calls, so threads may share it).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(value: Any) -> str:
-    # No NaN or Infinity (not JSON), UTF-8 rather than \u escapes, no insignificant white space.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def _int(name: str, value: Any, lo: int | None) -> int:
@@ -189,8 +194,10 @@ def _number(name: str, value: Any, hi: float | None) -> float:
 
 def _stop(stop: Any) -> list[str]:
     # A bare string is a Sequence[str] too; sent as one it would stop at each of its characters.
-    if isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence):
-        raise ValueError(f"stop must be a sequence of strings, not {cut(stop)}")
+    kind = type(stop)
+    if kind is not tuple and kind is not list:  # those two spared the ABC's slower check
+        if isinstance(stop, (str, bytes)) or not isinstance(stop, Sequence):
+            raise ValueError(f"stop must be a sequence of strings, not {cut(stop)}")
     out = []
     for i, s in enumerate(stop):
         if not isinstance(s, str):

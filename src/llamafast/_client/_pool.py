@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -23,7 +24,15 @@ from typing import Any
 
 from .._errors import WaitTimeoutError
 
-__all__ = ["IDLE_S", "AsyncPool", "Pool", "keep_alive_terms"]
+__all__ = [
+    "IDLE_S",
+    "AsyncPool",
+    "Pool",
+    "keep_alive_terms",
+    "leave_pool",
+    "renew",
+    "shut",
+]
 
 IDLE_S = 5.0  # an idle connection is kept at most this long (httpx's keepalive_expiry)
 MARGIN_S = 0.5  # and closed this long before the server's Keep-Alive timeout would close it
@@ -37,7 +46,10 @@ def keep_alive_terms(headers: Mapping[str, str]) -> tuple[float | None, int | No
     None for what it does not say or says in a form that is not a number."""
     timeout: float | None = None
     most: int | None = None
-    for term in headers.get("keep-alive", "").split(","):
+    terms = headers.get("keep-alive")
+    if not terms:  # a proxy's answers say none: nothing to parse per request
+        return timeout, most
+    for term in terms.split(","):
         name, _, value = term.partition("=")
         name, value = name.strip().lower(), value.strip()
         if name == "timeout" and value.isdigit():
@@ -74,6 +86,7 @@ class Pool:
         self._open = 0  # busy and idle
         self._idle: list[Any] = []  # the last released last
         self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0  # threads waiting in acquire: only they need a notify
         self._closed = False
 
     # --- handing out ----------------------------------------------------------------------------
@@ -126,15 +139,22 @@ class Pool:
                     left = until - time.monotonic()
                     if left <= 0:
                         raise _pool_timeout(self.limit, time.monotonic() - start)
-                    self._cond.wait(left)
+                    self._waiting += 1
+                    try:
+                        self._cond.wait(left)
+                    finally:
+                        self._waiting -= 1
             for stale in dead:
                 stale.close()
             if conn is not None or may_open:
                 return conn
 
     def _notify(self) -> None:
-        with self._cond:
-            self._cond.notify()
+        # Read after the change it tells of (made under the lock): a waiter counted later
+        # found that change itself before it waited.
+        if self._waiting:
+            with self._cond:
+                self._cond.notify()
 
     # --- giving back ----------------------------------------------------------------------------
 
@@ -277,6 +297,8 @@ class AsyncPool(Pool):
             expiry.cancel()
 
     def _notify(self) -> None:
+        if not self._waiters:  # as Pool's: a waiter added later saw the change first
+            return
         with self._cond:
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:  # each looks again; those that find none wait again
@@ -301,3 +323,36 @@ def _wake(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None
 def _settle(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+# --- what the connections call ---------------------------------------------------------------
+
+
+def renew(conn: Any) -> None:
+    """`conn` (either driver's), kept: ready for its next answer."""
+    conn.parser.reset()  # its buffer reused: no new 64 KiB per answer
+    conn.early = []
+    conn.sink = None
+    conn.received = 0
+    conn.stalled = False
+    conn.clock = conn.waker = conn.deliver = None
+    conn.reused = True
+
+
+def leave_pool(conn: Any) -> None:
+    """A connection being closed is no longer counted by its pool (once)."""
+    pool = conn.pool
+    if pool is not None:
+        conn.pool = None
+        pool.gone(conn)
+
+
+def shut(transport: Any) -> None:
+    """Shut an asyncio transport's socket whose event loop has ended (nothing else can be done
+    with it): the server sees the close; the garbage collector closes the transport."""
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # the server sees the close at once
+        except OSError:
+            pass

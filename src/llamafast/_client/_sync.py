@@ -443,11 +443,18 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
                 event = self._before_stream()
                 if event is not None:
                     return event
-            # The stream: the core reads the next item's events from the connection; the
-            # task sleeps only when there are none yet, one wake-up per arrival.
+            # The stream: the next item's events, straight from the Sink while it has some
+            # (no call of the core per item); when it has none, or fails (the Sink latches
+            # its error), the core reads the connection: the wait, the end or the fault,
+            # mapped. The task sleeps only when there are no events yet, once per arrival.
             core = self._core
+            sink = core.sink
             while True:
-                events = core.next_events()
+                try:
+                    events: list[ChatEvent] | None = sink.take()
+                except Exception:
+                    events = None
+                events = events or core.next_events()
                 if events:
                     if self._watch:
                         step = core.budget()

@@ -28,6 +28,7 @@ from .._core import Ticket, WaitTurn
 from .._engine import _twins
 from .._errors import HandshakeClosed, HandshakeTimeout
 from .._url import Target
+from ._pool import leave_pool, renew, shut
 
 __all__ = [
     "PURE",
@@ -121,6 +122,8 @@ class _SyncIO:
     reused = False  # it carried an earlier answer (kept alive)
     after_stream = False  # that answer was an event stream
     idle_since = 0.0  # when it was kept
+    poller: Any = None  # `alive`'s, once asked
+    rcv_timeout: float | None = None  # the SO_RCVTIMEO its socket has, once set
 
     @classmethod
     def open(cls, target: Target, until: float, tls: ssl.SSLContext | None = None) -> Any:
@@ -182,9 +185,12 @@ class _SyncIO:
         if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
             sock.settimeout(stall)
             return
-        seconds = int(stall)
-        micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, micros))
+        if self.rcv_timeout != stall:  # the socket keeps it: set once per connection and bound
+            seconds = int(stall)
+            micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
+            timeval = struct.pack("ll", seconds, micros)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            self.rcv_timeout = stall
         sock.settimeout(None)
 
     def pump(self) -> None:
@@ -206,9 +212,9 @@ class _SyncIO:
             self.eof = True
 
     def renew(self) -> None:
-        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
+        """Ready to carry the next request (kept alive): the parser reset, nothing of the last
         answer kept."""
-        _renew(self)
+        renew(self)
 
     def alive(self) -> bool:
         """Kept and idle, still open: nothing came on it, not even its close (the kernel is
@@ -221,8 +227,10 @@ class _SyncIO:
         if pending is not None and pending():
             return False
         try:
-            poller = select.poll()
-            poller.register(sock, select.POLLIN)
+            poller = self.poller  # one per connection, registered once
+            if poller is None:
+                poller = self.poller = select.poll()
+                poller.register(sock, select.POLLIN)
             return not poller.poll(0)
         except AttributeError:  # no poll (Windows)
             return not select.select([sock], [], [], 0)[0]
@@ -230,7 +238,7 @@ class _SyncIO:
             return False
 
     def close(self) -> None:
-        _leave_pool(self)
+        leave_pool(self)
         sock = getattr(self, "sock", None)
         if sock is None:
             return
@@ -239,24 +247,6 @@ class _SyncIO:
         except OSError:
             pass
         sock.close()
-
-
-def _renew(conn: Any) -> None:
-    conn.parser = conn.Parser()
-    conn.early = []
-    conn.sink = None
-    conn.received = 0
-    conn.stalled = False
-    conn.clock = conn.waker = conn.deliver = None
-    conn.reused = True
-
-
-def _leave_pool(conn: Any) -> None:
-    """A connection being closed is no longer counted by its pool (once)."""
-    pool = conn.pool
-    if pool is not None:
-        conn.pool = None
-        pool.gone(conn)
 
 
 # --- the asyncio connection ------------------------------------------------------------------
@@ -391,9 +381,16 @@ class _AsyncIO:
         if early:
             sink.feed(early)
         self._stall = stall
-        self.last = self.loop.time()
-        self.clock = self.loop.time
-        self._timer = self.loop.call_at(self.last + stall, self._check_stall)
+        loop = self.loop
+        self.last = now = loop.time()
+        self.clock = loop.time
+        # The last stream's timer, still armed on a kept connection, serves when it fires by
+        # this stream's deadline (it re-arms from the newest arrival): not one per request.
+        timer = self._timer
+        if timer is None or timer.when() > now + stall:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(now + stall, self._check_stall)
 
     def resume(self) -> None:
         """Read again: the consumer has caught up with a backlog."""
@@ -412,6 +409,10 @@ class _AsyncIO:
     def _check_stall(self) -> None:
         # One timer per stream: it fires at the last arrival + stall; if bytes came meanwhile
         # it is set again from the newest arrival, so arrivals themselves never touch a timer.
+        # Between streams (kept, idle: no clock) it lapses.
+        if self.clock is None:
+            self._timer = None
+            return
         now = self.loop.time()
         due = self.last + self._stall
         if now >= due:
@@ -428,11 +429,11 @@ class _AsyncIO:
             timer.cancel()
 
     def renew(self) -> None:
-        """Ready to carry the next request (kept alive): a fresh parser, nothing of the last
-        answer kept, no stall watch, reading on (so a close while idle is seen)."""
-        self._cancel_timer()
+        """Ready to carry the next request (kept alive): the parser reset, nothing of the last
+        answer kept, no stall watch (its timer, if armed, lapses or serves the next stream),
+        reading on (so a close while idle is seen)."""
         self._stall = 0.0
-        _renew(self)
+        renew(self)
         if self.paused:
             self.resume()
 
@@ -448,23 +449,14 @@ class _AsyncIO:
         )
 
     def close(self) -> None:
-        _leave_pool(self)
+        leave_pool(self)
         if self.loop.is_closed():  # kept past its loop (asyncio.run returned): only its
-            _shut(self.transport)  # socket is left, shut (the GC closes the transport)
+            shut(self.transport)  # socket is left, shut (the GC closes the transport)
             return
         self._cancel_timer()
         transport = self.transport
         if transport is not None:
             transport.abort()  # at once: the server sees the close and frees the slot
-
-
-def _shut(transport: Any) -> None:
-    sock = None if transport is None else transport.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)  # the server sees the close at once
-        except OSError:
-            pass
 
 
 # --- running several requests of one call -------------------------------------------------------
@@ -537,21 +529,28 @@ ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport r
 
 
 class Turns:
-    """The sync client's waits for a turn in a slot's line: one condition per client."""
+    """The sync client's waits for a turn in a slot's line: one condition per client, notified
+    only while some thread waits on it (a request whose slot is free pays no turn)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        self._waiting = 0  # threads inside wait()
 
     def wait(self, cmd: WaitTurn) -> None:
         with self._cond:
-            while cmd.ticket.moves == cmd.seen:
-                left = cmd.until - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
+            self._waiting += 1
+            try:
+                while cmd.ticket.moves == cmd.seen:
+                    left = cmd.until - time.monotonic()
+                    if left <= 0:
+                        return
+                    self._cond.wait(left)
+            finally:
+                self._waiting -= 1
 
     def wake(self, moved: list[Ticket]) -> None:
-        if moved:
+        # Moved before `_waiting` is read: a thread not counted yet sees it before it waits.
+        if moved and self._waiting:
             with self._cond:
                 self._cond.notify_all()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from typing import Any
 from urllib.parse import quote
 
@@ -80,6 +81,7 @@ class ChatExchange(Exchange):
         self.body = body
         self.slot = req.slot
         self.ticket: Ticket | None = None if req.slot is None else Ticket(req.slot)
+        self.left = False  # the line, once left
         self.closed = False
         self.capped = False
         self.said_busy = False
@@ -104,7 +106,12 @@ class ChatExchange(Exchange):
 
     def leave(self) -> list[Ticket]:
         """Leave the line (idempotent); the tickets that moved up, for the driver to wake."""
-        return [] if self.ticket is None else self.core.lines.leave(self.ticket)
+        ticket = self.ticket
+        if ticket is None or self.left:
+            return []
+        moved = self.core.lines.leave(ticket)  # holds the ticket itself once it has left
+        self.left = bool(moved)  # a second leave (the stream's end, then its close): nothing
+        return moved
 
     # --- before the first byte -----------------------------------------------------------------
 
@@ -112,18 +119,19 @@ class ChatExchange(Exchange):
         """Up to a 200 event-stream head (`conn` is then the open answer); False if the
         stream was closed while in line."""
         core = self.core
-        target = core.target
-        # No user info and no query in the line: either may hold a credential.
-        log.debug(
-            "POST %s://%s%s%s: %s, %d message(s), %d bytes",
-            target.scheme,
-            target.host_header,
-            target.prefix,
-            CHAT_PATH,
-            "any slot" if self.slot is None else f"slot {self.slot}",
-            len(self.req.messages),
-            len(self.body),
-        )
+        if log.isEnabledFor(logging.DEBUG):
+            target = core.target
+            # No user info and no query in the line: either may hold a credential.
+            log.debug(
+                "POST %s://%s%s%s: %s, %d message(s), %d bytes",
+                target.scheme,
+                target.host_header,
+                target.prefix,
+                CHAT_PATH,
+                "any slot" if self.slot is None else f"slot {self.slot}",
+                len(self.req.messages),
+                len(self.body),
+            )
         limits = self.limits
         if self.ticket is not None:
             if not (yield from self._wait_turn()):

@@ -43,6 +43,7 @@ EMBED_PATH = "/v1/embeddings"
 RERANK_PATH = "/rerank"
 # An embeddings answer holds every vector of a batch (64 x 4,096 float32 in base64: 1.4 MB).
 MAX_VECTORS_BODY = 1 << 31
+MAX_HEADS = 64  # request heads a client keeps written (one per method and path it asks)
 NEEDS_MODEL = "model name is missing from the request"  # a router's 400 to a /slots without one
 
 
@@ -77,6 +78,7 @@ class Core:
         # URL's user and password (the config refuses both at once).
         auth = self.target.auth_header if key is None else f"Bearer {key}"
         self.headers: dict[str, str] = {} if auth is None else {"Authorization": auth}
+        self._heads: dict[tuple[str, str, bool], bytes] = {}  # `request`'s, once written
 
     def forget(self) -> None:
         """What the client knows of the server is stale: a connection refused or reset, a 503,
@@ -89,12 +91,22 @@ class Core:
         self.router = None
 
     def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
-        """One HTTP/1.1 request to the server, head and body."""
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        if path == CHAT_PATH:
-            headers["Accept"] = "text/event-stream"
-        headers.update(self.headers)
-        return request_bytes(method, self.target, self.target.path(path), body, headers)
+        """One HTTP/1.1 request to the server, head and body. The head but its Content-Length
+        is the same for every request of one method and path: written once per client."""
+        key = (method, path, body is not None)
+        head = self._heads.get(key)
+        if head is None:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            if path == CHAT_PATH:
+                headers["Accept"] = "text/event-stream"
+            headers.update(self.headers)
+            head = request_bytes(method, self.target, self.target.path(path), None, headers)
+            if len(self._heads) < MAX_HEADS:
+                self._heads[key] = head
+        if body is None:
+            return head
+        # The head ends with its blank line: the Content-Length goes before it.
+        return b"%sContent-Length: %d\r\n\r\n%s" % (head[:-2], len(body), body)
 
     def __repr__(self) -> str:
         return f"Core({self.target.url!r})"

@@ -85,6 +85,10 @@ cdef class ResponseParser:
         self._buf = bytearray(size)
         self._view = memoryview(self._buf)  # held: the bytearray can never be resized
         self._size = size
+        self.reset()
+
+    def reset(self):
+        """Ready for the next response in the same buffer (see the pure twin)."""
         self._start = 0
         self._end = 0
         self._seen = 0  # bytes after _start already scanned for the end of the head or line

@@ -58,20 +58,51 @@ _PLAIN_FIELDS = re.compile(rb"(?:\r\n[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\r\n\x00]*)*
 _TCHARS = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+# The status lines and heads read last, with what they say: one server answers a client's
+# requests of one kind with the same head, byte for byte, so each is read once (a kept
+# connection's next answer is then no work to read). A pure function's results, so the cache
+# changes no answer; each caller gets its own headers dict. Bounded: emptied when full.
+MAX_HEADS_READ = 16
+_STATUS_READ: dict[bytes, int] = {}
+Head = tuple[int, dict[str, str], bool, int, int, int]
+_READ: dict[bytes, Head] = {}
+
+
 def status_line(line: bytes) -> int:
     """The status code of a status line (without its CRLF); HttpParseError if it is not one.
     The parsers check it as soon as the line has come, not with the whole head, so a server
-    that says something else and then waits is refused at once."""
+    that says something else and then waits is refused at once. The lines read are kept, as
+    the heads are (`parse_head`)."""
+    status = _STATUS_READ.get(line) if type(line) is bytes else None
+    if status is not None:
+        return status
     match = _STATUS_LINE(line)
     if match is None:
         raise HttpParseError(f"not an HTTP/1.1 status line: {line[:80]!r}")
-    return int(match[2])
+    status = int(match[2])
+    if type(line) is bytes:
+        if len(_STATUS_READ) >= MAX_HEADS_READ:
+            _STATUS_READ.clear()
+        _STATUS_READ[line] = status
+    return status
 
 
-def parse_head(head: bytes) -> tuple[int, dict[str, str], bool, int, int, int]:
+def parse_head(head: bytes) -> Head:
     """A response head without its blank line, its lines ended by CRLF: (status, headers with
     lower-case names, keep-alive, framing, body bytes left, parser state). The state is HEAD
     for an interim answer (1xx): the final answer's head comes next."""
+    seen = _READ.get(head) if type(head) is bytes else None
+    if seen is None:
+        seen = _parse_head(bytes(head))
+        if type(head) is bytes:  # not a caller's bytearray or view
+            if len(_READ) >= MAX_HEADS_READ:
+                _READ.clear()
+            _READ[head] = seen
+    status, headers, keep_alive, framing, left, state = seen
+    return status, headers.copy(), keep_alive, framing, left, state
+
+
+def _parse_head(head: bytes) -> Head:
     lines = head.split(b"\r\n")
     line = lines[0]
     status = status_line(line)

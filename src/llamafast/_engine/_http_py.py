@@ -75,6 +75,11 @@ class ResponseParser:
     def __init__(self, size: int = BUFFER) -> None:
         self._buf = bytearray(size)
         self._view = memoryview(self._buf)
+        self.reset()
+
+    def reset(self) -> None:
+        """Ready for the next response on the same connection (kept alive), in the same
+        buffer: nothing of the last one kept (the views it gave are void, as after free())."""
         self._start = 0  # bytes before this are consumed
         self._end = 0  # bytes up to this are filled
         self._seen = 0  # bytes after _start already scanned for the end of the head or line
