@@ -18,6 +18,8 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LINE",
     "READ_SIZE",
+    "WHOLE_PAD",
+    "WHOLE_SPARES",
     "SHOW_BYTES",
 ]
 
@@ -54,3 +56,10 @@ BUFFER: Final = 1 << 16
 
 BACKLOG: Final = 1 << 21
 """Bytes of body a slow consumer has not taken before reading pauses."""
+
+WHOLE_PAD: Final = 64
+"""Spare bytes after a body read whole (docs/client.md, WHOLE-BODY): a reader may parse it where
+it landed (simdjson reads up to SIMDJSON_PADDING, 64, bytes past the end)."""
+
+WHOLE_SPARES: Final = 16 << 20
+"""Bytes of whole-body buffers the Cython twin keeps for reuse across answers."""

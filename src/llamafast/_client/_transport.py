@@ -152,8 +152,12 @@ class _SyncIO:
         self.sock.sendall(data)
 
     def receive(self, until: float) -> None:
-        """Read once: the bytes go to the parser; or the end, the failure, or `until`."""
+        """Read once: the bytes go to the parser; or the end, the failure, or `until`. The
+        rest of a whole body (docs/client.md, WHOLE-BODY) is one read where it can be."""
         if self.eof or self.error is not None:
+            return
+        if self.parser.body_left and _WAIT_ALL and not isinstance(self.sock, ssl.SSLSocket):
+            self._read_all(until)
             return
         sock = self.sock
         pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
@@ -178,13 +182,30 @@ class _SyncIO:
         if early:
             sink.feed(early)
         sock = self.sock
-        if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
+        if isinstance(sock, ssl.SSLSocket) or not _WAIT_ALL:
             sock.settimeout(stall)
             return
-        seconds = int(stall)
-        micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", seconds, micros))
-        sock.settimeout(None)
+        _kernel_timeout(sock, stall)
+
+    def _read_all(self, until: float) -> None:
+        """The rest of a whole body in one read: the kernel waits for all of it (MSG_WAITALL)
+        until `until` (SO_RCVTIMEO), and hands over what came by then."""
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        sock = self.sock
+        _kernel_timeout(sock, left)
+        try:
+            n = sock.recv_into(self.get_buffer(-1), 0, socket.MSG_WAITALL)
+        except (TimeoutError, BlockingIOError):
+            return  # nothing by `until`: the core sees the clock
+        except OSError as err:
+            self.error = err
+            return
+        if n:
+            self.buffer_updated(n)
+        else:
+            self.eof = True
 
     def pump(self) -> None:
         """The stream's next read (the bytes go to the Sink), its end, or a stall."""
@@ -238,6 +259,20 @@ class _SyncIO:
         except OSError:
             pass
         sock.close()
+
+
+# Where the kernel bounds a blocking read (SO_RCVTIMEO) and waits for a whole buffer
+# (MSG_WAITALL) on a plain socket: the stream's reads and a whole body's skip Python's poll.
+_WAIT_ALL = sys.platform.startswith(("linux", "darwin")) and hasattr(socket, "MSG_WAITALL")
+
+
+def _kernel_timeout(sock: socket.socket, seconds: float) -> None:
+    """Reads of `sock` block, each at most `seconds` (SO_RCVTIMEO: a late one fails with
+    EAGAIN, or returns what came)."""
+    whole = int(seconds)
+    micros = min(999_999, round((seconds - whole) * 1e6)) or (0 if whole else 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, micros))
+    sock.settimeout(None)
 
 
 def _renew(conn: Any) -> None:
