@@ -284,11 +284,11 @@ static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t
 
 // Read the answer (parsed by `parser`) for texts first..first+count-1: 0, a fault code
 // (v->item, got, want say more), or one of LF_NO_MEMORY, LF_TOO_BIG, LF_TOO_DEEP.
-static int lf_vecs_read(lf_vecs* v, dom::parser* parser, size_t len, size_t first,
-                        size_t count) {
+static int lf_vecs_read(lf_vecs* v, dom::parser* parser, const char* body, size_t len,
+                        size_t first, size_t count) {
     int oom = 0;
     dom::element doc;
-    error_code err = parser->parse(v->body, len, false).get(doc);
+    error_code err = parser->parse(body, len, false).get(doc);
     if (err == MEMALLOC) return LF_NO_MEMORY;
     if (err == DEPTH_ERROR) return LF_TOO_DEEP;
     if (err) return LF_NOT_JSON;
@@ -358,21 +358,22 @@ static int lf_vecs_read(lf_vecs* v, dom::parser* parser, size_t len, size_t firs
     return 0;
 }
 
-// Read the answer in v->body (`len` bytes), as lf_vecs_read says. The parser is the shared one,
+// Read the answer at `body` (`len` bytes, SIMDJSON_PADDING readable bytes after them: v->body,
+// or the buffer the answer was received into), as lf_vecs_read says. The parser is the shared one,
 // allocated for `max_depth` (a parser for depth N refuses N levels that are not empty, so the
 // pyx judges what it refuses for depth: see _vectors_c.pyx), or, when `fresh`, a parser of its
 // own for `max_depth`, freed after. The shared one is freed too once its capacity passes
 // LF_RETAIN. A C++ allocation that fails is LF_NO_MEMORY, never an exception.
-static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count, size_t max_depth,
-                       bool fresh) {
+static int lf_vecs_add(lf_vecs* v, const char* body, size_t len, size_t first, size_t count,
+                       size_t max_depth, bool fresh) {
     static const char bom[] = "\xef\xbb\xbf";
-    if (len >= 3 && std::memcmp(v->body, bom, 3) == 0) return LF_NOT_JSON;  // RFC 8259, 8.1
+    if (len >= 3 && std::memcmp(body, bom, 3) == 0) return LF_NOT_JSON;  // RFC 8259, 8.1
     dom::parser* parser = fresh ? lf_new_parser(max_depth) : lf_shared_parser;
     if (!parser) parser = lf_shared_parser = lf_new_parser(max_depth);
     if (!parser) return LF_NO_MEMORY;
     int code;
     try {
-        code = lf_vecs_read(v, parser, len, first, count);
+        code = lf_vecs_read(v, parser, body, len, first, count);
     } catch (...) {  // std::bad_alloc from a vector or string
         code = LF_NO_MEMORY;
     }
