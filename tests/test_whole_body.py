@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import random
 import time
@@ -21,6 +22,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _cuts import fill
+from _embed import answer as vectors_answer
 from _hostile import HostileServer, answer
 from llamafast import Config, InferConfig, Limits, ProtocolError
 from llamafast._core import MAX_SLOTS_BODY
@@ -190,3 +192,59 @@ def test_a_head_declaring_more_than_the_limit_fails_at_once(client_class: Any) -
     finally:
         server.stop()
     assert time.monotonic() - started < 4  # not the stall bound: refused once the head said it
+
+
+# --- the Cython twin's rows, kept for the next call ----------------------------------------------
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+def address(value: Any) -> int:
+    """Where `value`'s buffer is in memory."""
+    view = _Buffer()
+    obj = ctypes.py_object(value)
+    assert ctypes.pythonapi.PyObject_GetBuffer(obj, ctypes.byref(view), 0) == 0
+    where = int(view.buf)
+    ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
+    return where
+
+
+def test_the_cython_twin_reuses_rows_let_go_of_never_rows_held(c_impl: Any) -> None:
+    rows = [[float(i + j) for j in range(256)] for i in range(200)]
+    raw = vectors_answer(rows)
+
+    def embed() -> Any:
+        vectors = c_impl.Vectors(len(rows))
+        vectors.add([raw], 0, len(rows))
+        return vectors.finish()
+
+    held = embed()
+    where = address(held)
+    other = embed()  # `held` is held: other rows
+    assert address(other) != where
+    assert held.tolist() == other.tolist() == rows
+    del other
+    gc.collect()
+    again = embed()
+    assert address(again) != where
+    assert held.tolist() == rows  # never written while held
+    kept = address(again)
+    del again
+    gc.collect()
+    blocker = bytearray(200 * 256 * 4 + 1)  # would take the memory were it freed
+    assert address(embed()) == kept  # let go of: the next call's rows
+    del blocker

@@ -85,6 +85,7 @@ cdef extern from "_vectors_parse.hpp":
     size_t lf_dim(lf_vecs* v)
     float* lf_rows(lf_vecs* v)
     float* lf_vecs_take(lf_vecs* v)
+    void lf_rows_free(float* rows, size_t size)
     int lf_vecs_has_model(lf_vecs* v)
     const char* lf_vecs_model(lf_vecs* v, size_t* n)
     int64_t lf_vecs_tokens(lf_vecs* v)
@@ -105,7 +106,7 @@ cdef class _Rows:
     cdef Py_ssize_t size
 
     def __dealloc__(self):
-        free(self.data)
+        lf_rows_free(self.data, <size_t>self.size + 1)  # kept for the next call when small
         self.data = NULL
 
     def __getbuffer__(self, Py_buffer* view, int flags):

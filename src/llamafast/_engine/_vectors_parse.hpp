@@ -161,9 +161,10 @@ static lf_vecs* lf_vecs_new(size_t n) {
     if (v) v->n = n;
     return v;
 }
+static void lf_rows_free(float* rows, size_t size);
 static void lf_vecs_free(lf_vecs* v) {
     if (!v) return;
-    std::free(v->rows);
+    if (v->rows) lf_rows_free(v->rows, v->n * v->dim * sizeof(float) + 1);
     std::free(v->body);
     delete v;
 }
@@ -181,6 +182,31 @@ static char* lf_body(lf_vecs* v, size_t len) {
 static float* lf_rows(lf_vecs* v) { return v->rows; }
 static size_t lf_dim(lf_vecs* v) { return v->dim; }
 
+// The rows of the last call's result that was let go of, kept for the next call when they are
+// at most LF_RETAIN bytes (docs/client.md, rule WHOLE-BODY): a call's fresh rows would be new
+// pages each time (the allocator maps and unmaps a block of a few MB), so calls of 200 texts
+// would pay a page fault per 4 KiB that calls of 1,000 do not. Taken only when at least as
+// large and at most twice the size asked; only with the GIL held (a Vectors' add, a _Rows' end).
+static float* lf_spare_rows = nullptr;
+static size_t lf_spare_size = 0;
+
+static float* lf_rows_new(size_t size) {
+    if (lf_spare_rows && lf_spare_size >= size && lf_spare_size / 2 <= size) {
+        float* r = lf_spare_rows;
+        lf_spare_rows = nullptr;
+        return r;
+    }
+    return (float*)std::malloc(size);
+}
+// The rows of `size` bytes let go of: kept for the next call, or freed.
+static void lf_rows_free(float* rows, size_t size) {
+    if (!rows) return;
+    if (size > LF_RETAIN || (lf_spare_rows && lf_spare_size >= size)) { std::free(rows); return; }
+    std::free(lf_spare_rows);
+    lf_spare_rows = rows;
+    lf_spare_size = size;
+}
+
 // Fix the dimension at `dim` (the first vector's length): the whole call's buffer, of
 // n * dim * 4 bytes, which must not pass PTRDIFF_MAX (Py_ssize_t's, what one buffer holds):
 // LF_TOO_BIG (v->got says dim) past it, checked before the product is made.
@@ -189,7 +215,7 @@ static int lf_fix_dim(lf_vecs* v, size_t dim) {
         v->got = (int64_t)dim;
         return LF_TOO_BIG;
     }
-    v->rows = (float*)std::malloc(v->n * dim * sizeof(float) + 1);
+    v->rows = lf_rows_new(v->n * dim * sizeof(float) + 1);
     if (!v->rows) return LF_NO_MEMORY;
     v->dim = dim;
     return 0;
