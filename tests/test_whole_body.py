@@ -226,6 +226,7 @@ def address(value: Any) -> int:
 def test_the_cython_twin_reuses_rows_let_go_of_never_rows_held(c_impl: Any) -> None:
     rows = [[float(i + j) for j in range(256)] for i in range(200)]
     raw = vectors_answer(rows)
+    gc.collect()  # the earlier tests' results go now, not inside this one
 
     def embed() -> Any:
         vectors = c_impl.Vectors(len(rows))

@@ -60,6 +60,53 @@ static inline int64_t lf_b64_len(const unsigned char* s, size_t n) {
     size_t pad = (s[n - 1] == '=') + (s[n - 1] == '=' && s[n - 2] == '=');
     return (int64_t)(n / 4 * 3 - pad);
 }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define LF_B64_AVX2 1
+// 32 characters to 24 bytes at a time with AVX2 (W. Mula and D. Lemire, "Faster Base64 Encoding
+// and Decoding Using AVX2 Instructions", 2018): the nibble tables refuse every character
+// outside the alphabet ('=' included) as the scalar tables do, so both refuse the same input.
+// It decodes quads [0, q) of `s` for the largest q (a multiple of 8) that leaves 8 bytes of
+// `room` after the last one written (each block stores 32 bytes, 24 kept); returns q, and sets
+// `*bad` when a character was refused.
+__attribute__((target("avx2"))) static size_t lf_b64_avx2(const unsigned char* s, size_t quads,
+                                                         unsigned char* out, bool* bad) {
+    const __m256i lut_lo = _mm256_setr_epi8(
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+    const __m256i lut_hi = _mm256_setr_epi8(
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+    const __m256i lut_roll = _mm256_setr_epi8(
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), slash = _mm256_set1_epi8(0x2F);
+    const __m256i pack = _mm256_setr_epi8(
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, -1, -1);
+    __m256i refused = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 11 <= quads; i += 8) {  // 8 quads in, 24 bytes kept, 32 stored: 8 spare after
+        __m256i in = _mm256_loadu_si256((const __m256i*)(s + 4 * i));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi32(in, 4), nibble);
+        __m256i lo = _mm256_and_si256(in, nibble);
+        refused = _mm256_or_si256(refused, _mm256_and_si256(
+            _mm256_shuffle_epi8(lut_lo, lo), _mm256_shuffle_epi8(lut_hi, hi)));
+        __m256i roll = _mm256_shuffle_epi8(
+            lut_roll, _mm256_add_epi8(_mm256_cmpeq_epi8(in, slash), hi));
+        __m256i six = _mm256_add_epi8(in, roll);
+        __m256i pairs = _mm256_maddubs_epi16(six, _mm256_set1_epi32(0x01400140));
+        __m256i words = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00011000));
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(words, pack), lanes);
+        _mm256_storeu_si256((__m256i*)(out + 3 * i), bytes);
+    }
+    *bad = !_mm256_testz_si256(refused, refused);
+    return i;
+}
+static int lf_has_avx2 = -1;
+#endif
+
 // Decode `n` characters (lf_b64_len said they are whole quads) into `out`; false on a
 // character outside the alphabet or misplaced padding.
 static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) {
@@ -67,6 +114,14 @@ static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) 
     size_t quads = n / 4 - 1;
     uint32_t bad = 0;
     size_t i = 0;
+#ifdef LF_B64_AVX2
+    if (lf_has_avx2 < 0) lf_has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (lf_has_avx2) {
+        bool refused = false;
+        i = lf_b64_avx2(s, quads, out, &refused);
+        if (refused) return false;
+    }
+#endif
     // Every quad but the last: four bytes stored, three kept (the next store overwrites
     // the fourth); the last is done apart so nothing is written past the output.
     for (; i + 4 <= quads; i += 4) {
@@ -182,7 +237,7 @@ static char* lf_body(lf_vecs* v, size_t len) {
 static float* lf_rows(lf_vecs* v) { return v->rows; }
 static size_t lf_dim(lf_vecs* v) { return v->dim; }
 
-// The rows of the last call's result that was let go of, kept for the next call when they are
+// The rows of the result let go of last, kept for the next call when they are
 // at most LF_RETAIN bytes (docs/client.md, rule WHOLE-BODY): a call's fresh rows would be new
 // pages each time (the allocator maps and unmaps a block of a few MB), so calls of 200 texts
 // would pay a page fault per 4 KiB that calls of 1,000 do not. Taken only when at least as
@@ -201,7 +256,8 @@ static float* lf_rows_new(size_t size) {
 // The rows of `size` bytes let go of: kept for the next call, or freed.
 static void lf_rows_free(float* rows, size_t size) {
     if (!rows) return;
-    if (size > LF_RETAIN || (lf_spare_rows && lf_spare_size >= size)) { std::free(rows); return; }
+    // the newest is kept (the next call is most likely of its size)
+    if (size > LF_RETAIN) { std::free(rows); return; }
     std::free(lf_spare_rows);
     lf_spare_rows = rows;
     lf_spare_size = size;
