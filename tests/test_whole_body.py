@@ -14,7 +14,10 @@ import asyncio
 import ctypes
 import gc
 import random
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +25,6 @@ import pytest
 import llamafast
 import llamafast.pure
 from _cuts import fill
-from _embed import answer as vectors_answer
 from _hostile import HostileServer, answer
 from llamafast import Config, InferConfig, Limits, ProtocolError
 from llamafast._core import MAX_SLOTS_BODY
@@ -223,29 +225,43 @@ def address(value: Any) -> int:
     return where
 
 
+REUSE = """
+import gc, sys
+sys.path[:0] = sys.argv[1:]
+from test_whole_body import address
+from _embed import answer
+from llamafast._engine import _twins
+
+rows = [[float(i + j) for j in range(256)] for i in range(200)]
+raw = answer(rows)
+
+
+def embed():
+    vectors = _twins.CYTHON.Vectors(len(rows))
+    vectors.add([raw], 0, len(rows))
+    return vectors.finish()
+
+
+held = embed()
+where = address(held)
+other = embed()  # `held` is held: other rows
+assert address(other) != where
+assert held.tolist() == other.tolist() == rows
+kept = address(other)
+del other
+gc.collect()
+blocker = bytearray(200 * 256 * 4 + 1)  # would take the memory were it freed
+again = embed()
+assert address(again) == kept, "let go of: the next call's rows"
+assert held.tolist() == again.tolist() == rows  # the rows held never written
+print("ok")
+"""
+
+
 def test_the_cython_twin_reuses_rows_let_go_of_never_rows_held(c_impl: Any) -> None:
-    rows = [[float(i + j) for j in range(256)] for i in range(200)]
-    raw = vectors_answer(rows)
-    gc.collect()  # the earlier tests' results go now, not inside this one
-
-    def embed() -> Any:
-        vectors = c_impl.Vectors(len(rows))
-        vectors.add([raw], 0, len(rows))
-        return vectors.finish()
-
-    held = embed()
-    where = address(held)
-    other = embed()  # `held` is held: other rows
-    assert address(other) != where
-    assert held.tolist() == other.tolist() == rows
-    del other
-    gc.collect()
-    again = embed()
-    assert address(again) != where
-    assert held.tolist() == rows  # never written while held
-    kept = address(again)
-    del again
-    gc.collect()
-    blocker = bytearray(200 * 256 * 4 + 1)  # would take the memory were it freed
-    assert address(embed()) == kept  # let go of: the next call's rows
-    del blocker
+    # in a process of its own: the rows kept are the whole process's
+    here = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", REUSE, here], capture_output=True, text=True, check=False
+    )
+    assert done.stdout == "ok\n", done.stderr

@@ -237,30 +237,47 @@ static char* lf_body(lf_vecs* v, size_t len) {
 static float* lf_rows(lf_vecs* v) { return v->rows; }
 static size_t lf_dim(lf_vecs* v) { return v->dim; }
 
-// The rows of the result let go of last, kept for the next call when they are
-// at most LF_RETAIN bytes (docs/client.md, rule WHOLE-BODY): a call's fresh rows would be new
-// pages each time (the allocator maps and unmaps a block of a few MB), so calls of 200 texts
-// would pay a page fault per 4 KiB that calls of 1,000 do not. Taken only when at least as
-// large and at most twice the size asked; only with the GIL held (a Vectors' add, a _Rows' end).
-static float* lf_spare_rows = nullptr;
-static size_t lf_spare_size = 0;
+// The rows of results let go of, kept for the next calls (docs/client.md, rule WHOLE-BODY): at
+// most LF_SPARES of them, each at most LF_RETAIN bytes, LF_SPARE_BYTES in all. A call's fresh
+// rows would be new pages each time (the allocator hands a block of a few MB back to the system
+// once several are free), so calls of 200 texts would pay a page fault per 4 KiB that calls of
+// 1,000 do not. A kept block serves a call that asks at most its size and at least half of it.
+// Only with the GIL held (a Vectors' add, a _Rows' end).
+enum { LF_SPARES = 8 };
+static const size_t LF_SPARE_BYTES = (size_t)16 << 20;
+static float* lf_spare_rows[LF_SPARES];
+static size_t lf_spare_size[LF_SPARES];
+static size_t lf_spare_total = 0;
 
 static float* lf_rows_new(size_t size) {
-    if (lf_spare_rows && lf_spare_size >= size && lf_spare_size / 2 <= size) {
-        float* r = lf_spare_rows;
-        lf_spare_rows = nullptr;
-        return r;
+    int best = -1;
+    for (int i = 0; i < LF_SPARES; i++) {
+        size_t have = lf_spare_size[i];
+        if (lf_spare_rows[i] && have >= size && have / 2 <= size
+            && (best < 0 || have < lf_spare_size[best]))
+            best = i;
     }
-    return (float*)std::malloc(size);
+    if (best < 0) return (float*)std::malloc(size);
+    float* r = lf_spare_rows[best];
+    lf_spare_total -= lf_spare_size[best];
+    lf_spare_rows[best] = nullptr;
+    lf_spare_size[best] = 0;
+    return r;
 }
-// The rows of `size` bytes let go of: kept for the next call, or freed.
+// The rows of `size` bytes (as asked of lf_rows_new) let go of: kept, or freed.
 static void lf_rows_free(float* rows, size_t size) {
     if (!rows) return;
-    // the newest is kept (the next call is most likely of its size)
-    if (size > LF_RETAIN) { std::free(rows); return; }
-    std::free(lf_spare_rows);
-    lf_spare_rows = rows;
-    lf_spare_size = size;
+    if (size <= LF_RETAIN && lf_spare_total + size <= LF_SPARE_BYTES) {
+        for (int i = 0; i < LF_SPARES; i++) {
+            if (!lf_spare_rows[i]) {
+                lf_spare_rows[i] = rows;
+                lf_spare_size[i] = size;
+                lf_spare_total += size;
+                return;
+            }
+        }
+    }
+    std::free(rows);
 }
 
 // Fix the dimension at `dim` (the first vector's length): the whole call's buffer, of
