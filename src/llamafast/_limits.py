@@ -18,9 +18,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LINE",
     "READ_SIZE",
+    "SHOW_BYTES",
     "WHOLE_PAD",
     "WHOLE_SPARES",
-    "SHOW_BYTES",
 ]
 
 # --- the SSE reader (docs/sse.md) -----------------------------------------------------------

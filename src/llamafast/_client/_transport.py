@@ -109,6 +109,7 @@ class _SyncIO:
     byte read goes to `buffer_updated`."""
 
     sock: socket.socket
+    parser: Any  # the Receiver's
     eof: bool
     stalled: bool
     error: BaseException | None
@@ -189,31 +190,20 @@ class _SyncIO:
 
     def _read_all(self, until: float) -> None:
         """The rest of a whole body in one read: the kernel waits for all of it (MSG_WAITALL)
-        until `until` (SO_RCVTIMEO), and hands over what came by then."""
+        until `until` (SO_RCVTIMEO), and hands over what came by then (none: `stalled`, which
+        only a stream reads; the core sees the clock)."""
         left = until - time.monotonic()
-        if left <= 0:
-            return
-        sock = self.sock
-        _kernel_timeout(sock, left)
-        try:
-            n = sock.recv_into(self.get_buffer(-1), 0, socket.MSG_WAITALL)
-        except (TimeoutError, BlockingIOError):
-            return  # nothing by `until`: the core sees the clock
-        except OSError as err:
-            self.error = err
-            return
-        if n:
-            self.buffer_updated(n)
-        else:
-            self.eof = True
+        if left > 0:
+            _kernel_timeout(self.sock, left)
+            self._read(socket.MSG_WAITALL)
 
     def pump(self) -> None:
         """The stream's next read (the bytes go to the Sink), its end, or a stall."""
         self._read()
 
-    def _read(self) -> None:
+    def _read(self, flags: int = 0) -> None:
         try:
-            n = self.sock.recv_into(self.get_buffer(-1))
+            n = self.sock.recv_into(self.get_buffer(-1), 0, flags)
         except (TimeoutError, BlockingIOError):
             self.stalled = True
             return

@@ -254,8 +254,7 @@ cdef class ResponseParser:
                 raise ValueError(f"filled({n}) with {self._left} bytes free")
             self._got += n
             self._left -= n
-            if not self._left:
-                self._state = DONE
+            self._state = DATA if self._left else DONE
             return out
         # More than was free would scan past the buffer: refused, as in the pure twin.
         if not 0 <= n <= self._size - self._end:

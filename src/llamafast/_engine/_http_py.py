@@ -212,22 +212,7 @@ class ResponseParser:
             while pos < end:
                 state = self._state
                 if state == DATA:
-                    if self._framing == CLOSE:
-                        if self._whole:
-                            self._keep(self._view[pos:end])
-                        else:
-                            out.append(self._view[pos:end])
-                        pos = end
-                        break
-                    take = min(self._left, end - pos)
-                    if self._whole:
-                        self._keep(self._view[pos : pos + take])
-                    else:
-                        out.append(self._view[pos : pos + take])
-                    pos += take
-                    self._left -= take
-                    if not self._left:
-                        self._state = DATA_END if self._framing == CHUNKED else DONE
+                    pos = self._data(pos, end, out)
                 elif state == DATA_END:
                     if end - pos < 2:
                         break
@@ -261,6 +246,22 @@ class ResponseParser:
                 raise
         self._start = pos
         return out
+
+    def _data(self, pos: int, end: int, out: list[memoryview]) -> int:
+        """Body bytes from `pos` (state DATA) out as a view, or into the whole body: where
+        the next unconsumed byte is."""
+        close = self._framing == CLOSE
+        take = end - pos if close else min(self._left, end - pos)
+        view = self._view[pos : pos + take]
+        if self._whole:
+            self._keep(view)
+        else:
+            out.append(view)
+        if not close:
+            self._left -= take
+            if not self._left:
+                self._state = DATA_END if self._framing == CHUNKED else DONE
+        return pos + take
 
     def _filled_whole(self, n: int) -> list[memoryview]:
         """`n` bytes of a whole Content-Length body were written at `free()`."""
