@@ -153,26 +153,34 @@ class _SyncIO:
         self.sock.sendall(data)
 
     def receive(self, until: float) -> None:
-        """Read once: the bytes go to the parser; or the end, the failure, or `until`. The
-        rest of a whole body (docs/client.md, WHOLE-BODY) is one read where it can be."""
+        """Read once: the bytes go to the parser; or the end, the failure, or `until`. A whole
+        body's rest (WHOLE-BODY): one read the kernel waits out, else read on while it comes."""
         if self.eof or self.error is not None:
             return
         if self.parser.body_left and _WAIT_ALL and not isinstance(self.sock, ssl.SSLSocket):
-            self._read_all(until)
+            left = until - time.monotonic()  # the kernel waits for all of it, until `until`
+            if left > 0:  # (none by then: `stalled`, which only a stream reads)
+                _kernel_timeout(self.sock, left)
+                self._read(socket.MSG_WAITALL)
             return
+        if self._ready(until - time.monotonic()):
+            self._read()
+            while self.parser.body_left and self._ready(0.0):
+                self._read()
+
+    def _ready(self, wait: float) -> bool:
+        """Bytes to read within `wait` seconds (TLS: some already decrypted)."""
+        if self.eof or self.error is not None:
+            return False
         sock = self.sock
         pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
-        if not (pending and pending()):
-            left = until - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                if not select.select([sock], [], [], left)[0]:
-                    return
-            except (OSError, ValueError) as err:  # closed from another thread
-                self.error = err if isinstance(err, OSError) else ConnectionResetError(str(err))
-                return
-        self._read()
+        if pending and pending():
+            return True
+        try:
+            return wait >= 0 and bool(select.select([sock], [], [], wait)[0])
+        except (OSError, ValueError) as err:  # closed from another thread
+            self.error = err if isinstance(err, OSError) else ConnectionResetError(str(err))
+            return False
 
     def start_stream(self, sink: Any, stall: float) -> None:
         """From now on the body becomes events in `sink`; each read of the stream waits at
@@ -187,15 +195,6 @@ class _SyncIO:
             sock.settimeout(stall)
             return
         _kernel_timeout(sock, stall)
-
-    def _read_all(self, until: float) -> None:
-        """The rest of a whole body in one read: the kernel waits for all of it (MSG_WAITALL)
-        until `until` (SO_RCVTIMEO), and hands over what came by then (none: `stalled`, which
-        only a stream reads; the core sees the clock)."""
-        left = until - time.monotonic()
-        if left > 0:
-            _kernel_timeout(self.sock, left)
-            self._read(socket.MSG_WAITALL)
 
     def pump(self) -> None:
         """The stream's next read (the bytes go to the Sink), its end, or a stall."""
@@ -251,8 +250,8 @@ class _SyncIO:
         sock.close()
 
 
-# Where the kernel bounds a blocking read (SO_RCVTIMEO) and waits for a whole buffer
-# (MSG_WAITALL) on a plain socket: the stream's reads and a whole body's skip Python's poll.
+# Where a plain socket's blocking reads are bounded by the kernel (SO_RCVTIMEO), which can wait for
+# a whole buffer (MSG_WAITALL): the stream's reads and a whole body's then skip Python's poll.
 _WAIT_ALL = sys.platform.startswith(("linux", "darwin")) and hasattr(socket, "MSG_WAITALL")
 
 
