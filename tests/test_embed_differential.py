@@ -304,3 +304,22 @@ def test_deep_nesting_refused_whatever_the_callers_stack(c_impl: Any, py_impl: A
     for impl in (py_impl, c_impl):
         assert refused(at_depth(room, impl))
         assert refused(at_depth(0, impl))
+
+
+# --- long base64 vectors: the Cython twin decodes 32 characters at a time where the CPU can ------
+# (_vectors_parse.hpp, lf_b64_avx2); a character outside the alphabet anywhere in a long vector
+# is the same ProtocolError in both twins, and a valid one the same floats.
+
+LONG = base64.b64encode(struct.pack("<512f", *(i / 7 for i in range(512)))).decode()
+NOT_BASE64 = ["=", "-", "_", " ", "\x7f", "\u00e9", ":", "@", "[", "`", "{", "\\n", "*", ","]
+
+
+@settings(max_examples=150)
+@given(st.integers(0, len(LONG) - 3), st.sampled_from(NOT_BASE64), st.booleans())
+def test_a_long_vector_with_one_character_not_base64_reads_alike(
+    c_impl: Any, py_impl: Any, at: int, bad: str, whole: bool
+) -> None:
+    vec = LONG[:at] + bad + LONG[at + 1 :] if whole else LONG
+    body = json.dumps({"data": [{"embedding": vec, "index": 0}]}).encode()
+    cut = len(body) // 2
+    assert outcome(c_impl, body, 0, 1, cut) == outcome(py_impl, body, 0, 1, cut)

@@ -1079,3 +1079,27 @@ def test_a_head_read_again_is_read_alike_and_its_headers_are_the_callers_own() -
     for _ in range(2):  # a refused line is refused every time
         with pytest.raises(HttpParseError):
             _http_head.status_line(b"HTTP/1.1 20 OK")
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["length", "chunked"])
+def test_a_reset_parser_after_a_whole_body_reads_the_next_answer_as_views(
+    http: Any, length: bool
+) -> None:
+    # A kept connection whose last answer was read whole (rule WHOLE-BODY) gives its next
+    # answer's body as views again, as a new parser would, whether or not the last body was
+    # taken; a body taken before the reset stays its taker's.
+    head = OK + (b"Content-Length: 10\r\n\r\n" if length else b"Transfer-Encoding: chunked\r\n\r\n")
+    body = b"0123456789" if length else b"a\r\n0123456789\r\n0\r\n\r\n"
+    for take in (True, False):
+        parser = http.ResponseParser(256)
+        early = [bytes(v) for views in fill(parser, head, []) for v in views]
+        assert parser.head_done
+        assert parser.whole(1000, early)
+        assert parser.collecting
+        assert [v for views in fill(parser, body, [3]) for v in views] == []
+        assert parser.done
+        taken = bytes(parser.take_body()) if take else None
+        parser.reset()
+        assert not parser.collecting and not parser.overflow and parser.body_left == 0
+        assert run(http, FINAL, [7], parser=parser) == run(http, FINAL, [7], 256)
+        assert taken in (None, b"0123456789")

@@ -14,6 +14,7 @@ import json
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 import llamafast
 from _drivers import AsyncDriver, CompleteDriver, SyncDriver, req
 from _drivers import cfg as kit_cfg
+from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
 from _loopback import LoopbackServer
 from _server import ReplayServer, Reply, expected
@@ -306,3 +308,36 @@ def test_one_handshake_carries_many_requests(package: Any, pki: Pki) -> None:
         asyncio.run(twenty(server.url))
         assert len(server.answered) == 40
         assert server.accepted == 2  # one per client
+
+
+class TlsEmbedServer(EmbedServer):
+    """EmbedServer over TLS."""
+
+    scheme = "https"
+
+    def __init__(self, tls: ssl.SSLContext) -> None:
+        super().__init__(embed_handler(4096), slots=1)
+        self.tls = tls
+
+    def _wrap(self, conn: socket.socket) -> socket.socket:
+        return self.tls.wrap_socket(conn, server_side=True)
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_embeddings_of_many_records_come_whole_over_tls(package: Any, pki: Pki) -> None:
+    # A 64-vector answer of 4,096 dimensions is some 90 TLS records, read on into one buffer
+    # (docs/client.md, WHOLE-BODY): the same rows as over http, both clients.
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(pki.cert, pki.key)
+    texts = [f"text {i}" for i in range(70)]
+    want = struct.pack(f"<{70 * 4096}f", *(x for t in texts for x in vector_for(t, 4096)))
+    with TlsEmbedServer(served) as server:
+        settings = cfg(server.url, ca_file=pki.ca)
+        with package.Client(settings) as client:
+            assert client.embed(texts).tobytes() == want
+
+        async def embed() -> bytes:
+            async with package.AsyncClient(settings) as client:
+                return (await client.embed(texts)).tobytes()
+
+        assert asyncio.run(embed()) == want

@@ -5,12 +5,17 @@
 """Embeddings: llamafast against the openai SDK and hand-written httpx clients, side by side.
 
     python bench/embed/run.py [--rounds 5] [--dims 768,4096] [--cases a,b,...] [--decode-only]
+                              [--baseline PYTHON]
 
-Cases: llamafast (base64, the Cython twin), llamafast-json (the server answers JSON numbers),
+Cases: llamafast (base64, the Cython twin), llamafast-async (the same with AsyncClient),
+llamafast-200 (Client, calls of 200 texts: the per-text cost of smaller calls),
+llamafast-json (the server answers JSON numbers),
 llamafast-pure (base64, the pure twin), openai-floats (`embeddings.create`, floats),
 openai-base64 (`encoding_format="base64"`, decoded with numpy.frombuffer), httpx-json
 (httpx + json.loads of the float answer), httpx-numpy (httpx + base64 + numpy.frombuffer into
-one array: the best hand-written client). openai, httpx and numpy are the bench extra's, never
+one array: the best hand-written client). `--baseline PYTHON` adds, interleaved, each llamafast
+case run by that interpreter (another checkout's venv: before and after a change, side by side;
+its row is named `case@base`). openai, httpx and numpy are the bench extra's, never
 llamafast's. Memory: the growth of the process's resident set while the 1,024 vectors of one
 call are held (after gc), per 1,000 vectors. Then, in one process with no I/O, the decoder alone
 against json.loads of the same number bodies (and the base64 bodies against base64 + numpy).
@@ -35,6 +40,8 @@ VECTORS = 1024
 BATCH = 64
 CASES = [
     "llamafast",
+    "llamafast-async",
+    "llamafast-200",
     "llamafast-json",
     "llamafast-pure",
     "openai-floats",
@@ -66,8 +73,18 @@ def make(case: str, url: str, dim: int) -> Any:
         else:
             import llamafast as lf
         cfg = lf.Config(lf.InferConfig(url=url), lf.Limits(embed_batch=BATCH))
-        client = lf.Client(cfg)
         model = "numbers" if case == "llamafast-json" else None
+        if case == "llamafast-async":
+            import asyncio
+
+            loop = asyncio.new_event_loop()
+            aclient = lf.AsyncClient(cfg)
+            return lambda texts: loop.run_until_complete(aclient.embed(texts, model=model))
+        client = lf.Client(cfg)
+        if case == "llamafast-200":
+            return lambda texts: [
+                client.embed(texts[i : i + 200]) for i in range(0, len(texts), 200)
+            ]
         return lambda texts: client.embed(texts, model=model)
     if case.startswith("openai"):
         import numpy
@@ -116,7 +133,9 @@ def make(case: str, url: str, dim: int) -> Any:
 
 def child(case: str, url: str, dim: int, reps: int) -> None:
     """One case in this process: CPU ms and resident bytes per 1,000 vectors, as JSON."""
-    texts = [f"memory {i}: what the agent saw at step {i}" for i in range(VECTORS)]
+    # calls of 200 texts: 1,000 texts (5 calls), so no smaller call skews the per-text cost
+    count = 1000 if case == "llamafast-200" else VECTORS
+    texts = [f"memory {i}: what the agent saw at step {i}" for i in range(count)]
     embed = make(case, url, dim)
     embed(texts)  # warm: imports, first connections, the parser's buffers
     gc.collect()
@@ -130,7 +149,7 @@ def child(case: str, url: str, dim: int, reps: int) -> None:
     for _ in range(reps):
         embed(texts)
     spent = cpu() - start
-    per = 1000 / VECTORS
+    per = 1000 / count
     print(json.dumps({"cpu_ms": spent / reps * per * 1000, "rss_mb": grown * per / 2**20}))
 
 
@@ -202,6 +221,7 @@ def main() -> None:
     ap.add_argument("--dims", default="768,4096")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--decode-only", action="store_true", help="only the in-process decode table")
+    ap.add_argument("--baseline", help="another Python whose llamafast cases run beside these")
     ap.add_argument("--child", nargs=3, metavar=("CASE", "URL", "DIM"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -209,6 +229,8 @@ def main() -> None:
         child(case, url, int(dim), args.reps)
         return
     cases = args.cases.split(",")
+    if args.baseline:  # each llamafast case by the other interpreter too, as `case@base`
+        cases += [f"{c}@base" for c in cases if c.startswith("llamafast")]
     dims = [int(d) for d in args.dims.split(",")]
     if args.decode_only:
         decode_only(dims, args.rounds)
@@ -219,14 +241,15 @@ def main() -> None:
             results: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
             for _ in range(args.rounds):
                 for case in cases:  # interleaved: a busy neighbour slows every case alike
+                    name, _, base = case.partition("@")
                     out = subprocess.run(
                         [
-                            sys.executable,
+                            args.baseline if base else sys.executable,
                             __file__,
                             "--reps",
                             str(args.reps),
                             "--child",
-                            case,
+                            name,
                             url,
                             str(dim),
                         ],

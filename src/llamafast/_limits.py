@@ -19,6 +19,8 @@ __all__ = [
     "MAX_LINE",
     "READ_SIZE",
     "SHOW_BYTES",
+    "WHOLE_PAD",
+    "WHOLE_SPARES",
 ]
 
 # --- the SSE reader (docs/sse.md) -----------------------------------------------------------
@@ -54,3 +56,10 @@ BUFFER: Final = 1 << 16
 
 BACKLOG: Final = 1 << 21
 """Bytes of body a slow consumer has not taken before reading pauses."""
+
+WHOLE_PAD: Final = 64
+"""Spare bytes after a body read whole (docs/client.md, WHOLE-BODY): a reader may parse it where
+it landed (simdjson reads up to SIMDJSON_PADDING, 64, bytes past the end)."""
+
+WHOLE_SPARES: Final = 16 << 20
+"""Bytes of whole-body buffers the Cython twin keeps for reuse across answers."""

@@ -68,7 +68,8 @@ from .._values import (
 from . import _transport
 from ._deliver import async_deliver
 from ._pool import AsyncPool
-from ._transport import SELECTED, Engine, async_run_all, async_sleep_until
+from ._transport import SELECTED, Engine
+from ._waits import AsyncTurns, async_run_all, async_sleep_until
 
 T = TypeVar("T")
 
@@ -110,7 +111,7 @@ class AsyncClient:
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
-        self._turns = _transport.AsyncTurns()
+        self._turns = AsyncTurns()
         self._pool = AsyncPool(cfg.limits.max_connections)
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
@@ -308,7 +309,7 @@ class _Commands:
         engine: Engine,
         target: Target,
         tls: ssl.SSLContext | None,
-        turns: _transport.AsyncTurns,
+        turns: AsyncTurns,
         pool: AsyncPool,
     ) -> None:
         self._engine = engine

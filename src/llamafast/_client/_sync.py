@@ -64,7 +64,8 @@ from .._values import (
 from . import _transport
 from ._deliver import deliver
 from ._pool import Pool
-from ._transport import SELECTED, Engine, run_all, sleep_until
+from ._transport import SELECTED, Engine
+from ._waits import Turns, run_all, sleep_until
 
 T = TypeVar("T")
 
@@ -106,7 +107,7 @@ class Client:
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
         self._core = Core(cfg, sink=self._engine.Sink)
         self._target = self._core.target
-        self._turns = _transport.Turns()
+        self._turns = Turns()
         self._pool = Pool(cfg.limits.max_connections)
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
@@ -300,7 +301,7 @@ class _Commands:
         engine: Engine,
         target: Target,
         tls: ssl.SSLContext | None,
-        turns: _transport.Turns,
+        turns: Turns,
         pool: Pool,
     ) -> None:
         self._engine = engine

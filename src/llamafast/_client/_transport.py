@@ -20,29 +20,15 @@ import socket
 import ssl
 import struct
 import sys
-import threading
 import time
 from typing import Any, cast
 
-from .._core import Ticket, WaitTurn
 from .._engine import _twins
 from .._errors import HandshakeClosed, HandshakeTimeout
 from .._url import Target
 from ._pool import leave_pool, renew, shut
 
-__all__ = [
-    "PURE",
-    "SELECTED",
-    "AsyncTurns",
-    "Engine",
-    "Turns",
-    "async_run_all",
-    "async_sleep_until",
-    "client_ssl_context",
-    "run_all",
-    "sleep_until",
-    "ssl_context",
-]
+__all__ = ["PURE", "SELECTED", "Engine", "client_ssl_context", "ssl_context"]
 
 _SSL: ssl.SSLContext | None = None
 
@@ -110,6 +96,7 @@ class _SyncIO:
     byte read goes to `buffer_updated`."""
 
     sock: socket.socket
+    parser: Any  # the Receiver's
     eof: bool
     stalled: bool
     error: BaseException | None
@@ -156,22 +143,35 @@ class _SyncIO:
         self.sock.sendall(data)
 
     def receive(self, until: float) -> None:
-        """Read once: the bytes go to the parser; or the end, the failure, or `until`."""
+        """Read once: the bytes go to the parser; or the end, the failure, or `until`. A whole
+        body's rest (WHOLE-BODY): one read the kernel waits out, else read on while it comes."""
         if self.eof or self.error is not None:
             return
+        if self.parser.body_left and _WAIT_ALL and not isinstance(self.sock, ssl.SSLSocket):
+            left = until - time.monotonic()  # the kernel waits for all of it, until `until`
+            if left > 0:  # (none by then: `stalled`, which only a stream reads)
+                _kernel_timeout(self.sock, left)
+                self.rcv_timeout = left
+                self._read(socket.MSG_WAITALL)
+            return
+        if self._ready(until - time.monotonic()):
+            self._read()
+            while self.parser.body_left and self._ready(0.0):
+                self._read()
+
+    def _ready(self, wait: float) -> bool:
+        """Bytes to read within `wait` seconds (TLS: some already decrypted)."""
+        if self.eof or self.error is not None:
+            return False
         sock = self.sock
         pending = getattr(sock, "pending", None)  # TLS: bytes already decrypted
-        if not (pending and pending()):
-            left = until - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                if not select.select([sock], [], [], left)[0]:
-                    return
-            except (OSError, ValueError) as err:  # closed from another thread
-                self.error = err if isinstance(err, OSError) else ConnectionResetError(str(err))
-                return
-        self._read()
+        if pending and pending():
+            return True
+        try:
+            return wait >= 0 and bool(select.select([sock], [], [], wait)[0])
+        except (OSError, ValueError) as err:  # closed from another thread
+            self.error = err if isinstance(err, OSError) else ConnectionResetError(str(err))
+            return False
 
     def start_stream(self, sink: Any, stall: float) -> None:
         """From now on the body becomes events in `sink`; each read of the stream waits at
@@ -182,14 +182,11 @@ class _SyncIO:
         if early:
             sink.feed(early)
         sock = self.sock
-        if isinstance(sock, ssl.SSLSocket) or not sys.platform.startswith(("linux", "darwin")):
+        if isinstance(sock, ssl.SSLSocket) or not _WAIT_ALL:
             sock.settimeout(stall)
             return
         if self.rcv_timeout != stall:  # the socket keeps it: set once per connection and bound
-            seconds = int(stall)
-            micros = min(999_999, round((stall - seconds) * 1e6)) or (0 if seconds else 1)
-            timeval = struct.pack("ll", seconds, micros)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+            _kernel_timeout(sock, stall)
             self.rcv_timeout = stall
         sock.settimeout(None)
 
@@ -197,9 +194,9 @@ class _SyncIO:
         """The stream's next read (the bytes go to the Sink), its end, or a stall."""
         self._read()
 
-    def _read(self) -> None:
+    def _read(self, flags: int = 0) -> None:
         try:
-            n = self.sock.recv_into(self.get_buffer(-1))
+            n = self.sock.recv_into(self.get_buffer(-1), 0, flags)
         except (TimeoutError, BlockingIOError):
             self.stalled = True
             return
@@ -247,6 +244,20 @@ class _SyncIO:
         except OSError:
             pass
         sock.close()
+
+
+# Where a plain socket's blocking reads are bounded by the kernel (SO_RCVTIMEO), which can wait for
+# a whole buffer (MSG_WAITALL): the stream's reads and a whole body's then skip Python's poll.
+_WAIT_ALL = sys.platform.startswith(("linux", "darwin")) and hasattr(socket, "MSG_WAITALL")
+
+
+def _kernel_timeout(sock: socket.socket, seconds: float) -> None:
+    """Reads of `sock` block, each at most `seconds` (SO_RCVTIMEO: a late one fails with
+    EAGAIN, or returns what came)."""
+    whole = int(seconds)
+    micros = min(999_999, round((seconds - whole) * 1e6)) or (0 if whole else 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, micros))
+    sock.settimeout(None)
 
 
 # --- the asyncio connection ------------------------------------------------------------------
@@ -459,35 +470,6 @@ class _AsyncIO:
             transport.abort()  # at once: the server sees the close and frees the slot
 
 
-# --- running several requests of one call -------------------------------------------------------
-
-
-async def async_run_all(calls: list[Any], width: int) -> None:
-    """Await every `call()` (a coroutine function), at most `width` at a time; the first
-    failure cancels the rest and is raised."""
-    pending = list(reversed(calls))
-
-    async def lane() -> None:
-        while pending:
-            await pending.pop()()
-
-    lanes = [asyncio.ensure_future(lane()) for _ in range(max(1, min(width, len(calls))))]
-    try:
-        await asyncio.gather(*lanes)
-    except BaseException:
-        for task in lanes:
-            task.cancel()
-        await asyncio.gather(*lanes, return_exceptions=True)
-        raise
-
-
-def run_all(calls: list[Any], width: int) -> None:
-    """The sync client's: every `call()` in turn, one at a time (`width` is the async
-    client's; a blocking client sends the next request when the last has been read)."""
-    for call in calls:
-        call()
-
-
 # --- the engines: each twin's Sink and connections ---------------------------------------------
 
 
@@ -523,66 +505,3 @@ class Engine:
 PURE = Engine.of(_twins.PURE)
 SELECTED = PURE if _twins.SELECTED is _twins.PURE else Engine.of(_twins.SELECTED)
 ResponseParser = SELECTED.ResponseParser  # for the benchmarks' bare-transport rows
-
-
-# --- waiting and sleeping ------------------------------------------------------------------------
-
-
-class Turns:
-    """The sync client's waits for a turn in a slot's line: one condition per client, notified
-    only while some thread waits on it (a request whose slot is free pays no turn)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._waiting = 0  # threads inside wait()
-
-    def wait(self, cmd: WaitTurn) -> None:
-        with self._cond:
-            self._waiting += 1
-            try:
-                while cmd.ticket.moves == cmd.seen:
-                    left = cmd.until - time.monotonic()
-                    if left <= 0:
-                        return
-                    self._cond.wait(left)
-            finally:
-                self._waiting -= 1
-
-    def wake(self, moved: list[Ticket]) -> None:
-        # Moved before `_waiting` is read: a thread not counted yet sees it before it waits.
-        if moved and self._waiting:
-            with self._cond:
-                self._cond.notify_all()
-
-
-class AsyncTurns:
-    """The asyncio client's waits for a turn: each waiting request sleeps on a future of its
-    own, woken when a request ahead of it leaves."""
-
-    async def wait(self, cmd: WaitTurn) -> None:
-        ticket = cmd.ticket
-        if ticket.moves != cmd.seen:
-            return
-        loop = asyncio.get_running_loop()
-        waker = ticket.waker = loop.create_future()
-        try:
-            async with asyncio.timeout_at(loop.time() + (cmd.until - time.monotonic())):
-                await waker
-        except TimeoutError:
-            pass
-        finally:
-            ticket.waker = None
-
-    def wake(self, moved: list[Ticket]) -> None:
-        for ticket in moved:
-            waker = ticket.waker
-            if waker is not None and not waker.done():
-                waker.set_result(None)
-
-
-def sleep_until(until: float) -> None:
-    time.sleep(max(0.0, until - time.monotonic()))
-
-
-async def async_sleep_until(until: float) -> None:
-    await asyncio.sleep(max(0.0, until - time.monotonic()))

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from .._config import Limits
@@ -203,12 +204,17 @@ def describe(err: BaseException) -> str:
     return str(err) if isinstance(err, InferError) else f"{type(err).__name__}: {err}"
 
 
-def text_of(parts: list[bytes]) -> str:
+def text_of(parts: Sequence[bytes | memoryview]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
 
 
 def not_served(
-    status: int, parts: list[bytes], flag: str, what: str, request: str = "", url: str = ""
+    status: int,
+    parts: Sequence[bytes | memoryview],
+    flag: str,
+    what: str,
+    request: str = "",
+    url: str = "",
 ) -> HttpError:
     """The error for a non-200 answer to an embeddings or rerank request (HttpError's `request`
     and `url`); llama-server started without the flag that serves it answers 501 (an older one

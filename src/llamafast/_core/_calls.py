@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from .._config import Limits
@@ -15,7 +16,7 @@ from .._errors import HttpError, LoadTimeoutError, ProtocolError, cut, server_me
 from .._values import ModelInfo, ServerProps
 from ._answers import count_of, json_object, model_entry, not_served, read_models, read_props
 from ._commands import Phase, Sleep
-from ._exchange import Exchange, poll_delays
+from ._exchange import Answer, Exchange, Piece, poll_delays
 from ._session import INPUT_TOKENS_PATH, MAX_ERROR_BODY, MAX_SLOTS_BODY, MAX_VECTORS_BODY, Core
 
 __all__ = ["EmbedPlan", "ServerCall", "WholeCall", "rerank_body"]
@@ -256,12 +257,12 @@ class WholeCall(Exchange):
         self.payload = body
         self.limit = limit
 
-    def not_served(self, status: int, parts: list[bytes], flag: str, what: str) -> HttpError:
+    def not_served(self, status: int, parts: Sequence[Piece], flag: str, what: str) -> HttpError:
         """The HttpError for an error answer of an endpoint llama-server serves only when
         started with `flag` (`not_served`), naming this request and the client's url."""
         return not_served(status, parts, flag, what, self.last_request, self.core.target.url)
 
-    def phases(self) -> Phase[tuple[int, list[bytes]]]:
+    def phases(self) -> Phase[Answer]:
         """(status, the body's pieces) for any answer but a 503."""
         return (
             yield from self.first_byte_rules(

@@ -26,9 +26,19 @@ class ParsedResponse(Protocol):
     @property
     def headers(self) -> dict[str, str]: ...
 
+    @property
+    def overflow(self) -> bool: ...
+
     def eof(self) -> None:
         """The connection ended: TruncatedError or HttpParseError if the body is not
         complete."""
+
+    def whole(self, limit: int, taken: list[bytes]) -> bool:
+        """The body from here into one buffer (docs/client.md, rule WHOLE-BODY): False when
+        its declared length passes `limit`."""
+
+    def take_body(self) -> memoryview:
+        """The whole body."""
 
 
 class Arrival(Protocol):

@@ -13,7 +13,7 @@ import logging
 import random
 import socket
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from .._config import Limits
 from .._errors import (
@@ -36,13 +36,16 @@ from ._commands import Close, Connect, Emit, Phase, Receive, Release, Sleep
 from ._connection import Arrival
 from ._session import MAX_ERROR_BODY, POLL_MAX_S, Core
 
-__all__ = ["Exchange", "backoff_ms", "log", "poll_delays"]
+__all__ = ["Answer", "Exchange", "Piece", "backoff_ms", "log", "poll_delays"]
 
 # One DEBUG line per request, wait, retry and thinking cap (docs/client.md, rule LOG): the
 # URL with its password as ***, counts and ids; never a header (the API key) or message text.
 log = logging.getLogger("llamafast")
 
-Answer = tuple[int, list[bytes]]  # an answer read whole: its status and its body's pieces
+# An answer read whole: its status and its body, one piece (a 200's whole body, a memoryview:
+# rule WHOLE-BODY; another status's courtesy text).
+Piece = bytes | memoryview
+Answer = tuple[int, Sequence[Piece]]
 Bound = tuple[float, str]  # a deadline's seconds and the Limits field they come from
 
 
@@ -274,8 +277,8 @@ class Exchange:
             bound = (seconds, "stall_timeout" if computed else "connect_timeout")
             status = yield from self._read_head(conn, rest_by, what, bound)
             if status == 200:
-                parts: list[bytes] = []
-                yield from self._read_body(conn, parts, limit, rest_by, what, bound)
+                whole = yield from self._read_whole(conn, limit, rest_by, what, bound)
+                parts: list[Piece] = [whole]
             else:
                 parts = [(yield from self._courtesy_body(conn, rest_by, what, bound))]
         except Exception:
@@ -363,13 +366,10 @@ class Exchange:
         until: float,
         what: str,
         bound: Bound,
-        cut: bool = False,
     ) -> Phase[None]:
-        """The rest of an answer's body, into `parts` as the pieces came. More than `limit`
-        bytes is ProtocolError, or with `cut` the first `limit` bytes (the rest unread). A
-        connection that fails or ends inside it is ProtocolError; a body not done by `until`
-        is StalledError of `bound`."""
-        clock = self.core.clock
+        """The first `limit` bytes of the rest of an answer's body (the rest unread), into
+        `parts` as the pieces came. A connection that fails or ends inside it is ProtocolError;
+        a body not done by `until` is StalledError of `bound`."""
         parser = conn.parser
         size = 0
         while True:
@@ -379,44 +379,71 @@ class Exchange:
                 parts += early
                 size += sum(len(p) for p in early)
                 if size > limit:
-                    if cut:
-                        parts[:] = [b"".join(parts)[:limit]]
-                        return
-                    raise ProtocolError(f"the answer to {what} is longer than {limit} bytes")
+                    parts[:] = [b"".join(parts)[:limit]]
+                    return
             if parser.done:
                 return
-            err = conn.error
-            if isinstance(err, HttpParseError):
-                raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
-            if err is not None:
-                raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
-            if conn.eof:
-                try:
-                    parser.eof()
-                except (HttpParseError, TruncatedError) as cut_short:
-                    raise ProtocolError(
-                        f"the answer to {what} ended before its body did: {cut_short!r}"
-                    ) from cut_short
-                if conn.early:
-                    continue
+            ended = yield from self._more_body(conn, until, what, bound)
+            if ended and not conn.early:
                 return
-            if clock() >= until:
-                seconds, name = bound
-                raise StalledError(
-                    seconds, f"the answer to {what} did not finish within {seconds:g} s", name
-                )
-            yield Receive(conn, until)
+
+    def _read_whole(
+        self, conn: Arrival, limit: int, until: float, what: str, bound: Bound
+    ) -> Phase[memoryview]:
+        """The rest of an answer's body into one buffer (docs/client.md, rule WHOLE-BODY):
+        the buffer of its Content-Length, the bytes that came with the head first, the rest
+        received straight into it; or one grown as a chunked body comes. A declared length
+        past `limit` is ProtocolError at once (nothing allocated, nothing more read), as is a
+        body that grows past it; the failures of `_read_body` otherwise."""
+        parser = conn.parser
+        early, conn.early = conn.early, []
+        if not parser.whole(limit, early):
+            raise _longer(what, limit)
+        while not parser.overflow:
+            if parser.done or (yield from self._more_body(conn, until, what, bound)):
+                return parser.take_body()
+        raise _longer(what, limit)
+
+    def _more_body(self, conn: Arrival, until: float, what: str, bound: Bound) -> Phase[bool]:
+        """One wait for more of a body: True when the connection's end ended it (a body until
+        close); a connection that fails or ends inside it is ProtocolError; a body not done by
+        `until` is StalledError of `bound`."""
+        parser = conn.parser
+        err = conn.error
+        if isinstance(err, HttpParseError):
+            raise ProtocolError(f"the answer to {what} is not HTTP/1.1: {err}") from err
+        if err is not None:
+            raise ProtocolError(f"the answer to {what} was cut: {err!r}") from err
+        if conn.eof:
+            try:
+                parser.eof()
+            except (HttpParseError, TruncatedError) as cut_short:
+                raise ProtocolError(
+                    f"the answer to {what} ended before its body did: {cut_short!r}"
+                ) from cut_short
+            return True
+        if self.core.clock() >= until:
+            seconds, name = bound
+            raise StalledError(
+                seconds, f"the answer to {what} did not finish within {seconds:g} s", name
+            )
+        yield Receive(conn, until)
+        return False
 
     def _courtesy_body(self, conn: Arrival, until: float, what: str, bound: Bound) -> Phase[bytes]:
         """An answer's body that only explains it (an error answer's): what came of its first
         MAX_ERROR_BODY bytes by `until`; a failure to read it is not the error."""
         parts: list[bytes] = []
         try:
-            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, bound, cut=True)
+            yield from self._read_body(conn, parts, MAX_ERROR_BODY, until, what, bound)
         except (OSError, ProtocolError):
             parts += conn.early
             conn.early = []
         return b"".join(parts)[:MAX_ERROR_BODY]
+
+
+def _longer(what: str, limit: int) -> ProtocolError:
+    return ProtocolError(f"the answer to {what} is longer than {limit} bytes")
 
 
 def _unanswered(what: str, waited: float, connect_timeout: float) -> str:

@@ -7,18 +7,21 @@
 # (tests/test_http_differential.py). A fault is latched, not raised, inside the scan, so the
 # body views framed before it are handed out first. Receiver is the pure twin's too, written
 # here so that an arrival (get_buffer, buffer_updated, the framing, the Sink's feed, cimported
-# from _chat_c) runs no Python frame but the transport's callables.
+# from _chat_c) runs no Python frame but the transport's callables. A body read whole (`whole`)
+# lands in a buffer taken from a bounded set of spares (`_body_buffer`): one is reused only when
+# the spares' list is all that still refers to it, so no view of an earlier answer sees it change.
 """HTTP/1.1 response head and body framing, and the arrival path (parse, feed the Sink):
 Cython twin of `_http_py`."""
 
-from cpython.bytearray cimport PyByteArray_AS_STRING
-from libc.string cimport memchr, memmove
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.ref cimport Py_REFCNT
+from libc.string cimport memchr, memmove, memset
 
 from ._chat_c cimport Sink as CSink
 
 from .._errors import HttpParseError, TruncatedError
 from ._http_head import parse_head, status_line, too_long
-from .._limits import BACKLOG, BUFFER
+from .._limits import BACKLOG, BUFFER, WHOLE_PAD, WHOLE_SPARES
 
 # The pure twin's public names (the stub, _http_c.pyi, declares them for both).
 __all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", "parse_head"]
@@ -27,6 +30,38 @@ __all__ = ["BACKLOG", "BUFFER", "HttpParseError", "Receiver", "ResponseParser", 
 # once the consumer has taken everything there is, so a long line still arriving is only
 # slowed, never stopped.
 cdef Py_ssize_t BACKLOG_BYTES = BACKLOG
+cdef Py_ssize_t PAD = WHOLE_PAD
+
+# The whole-body buffers kept for the next answers (docs/client.md, rule WHOLE-BODY), at most
+# WHOLE_SPARES bytes of them; sizes rounded up to SPARE_STEP so bodies of about one size share.
+cdef list _spares = []
+cdef Py_ssize_t _spare_bytes = 0
+cdef Py_ssize_t SPARE_LIMIT = WHOLE_SPARES
+cdef Py_ssize_t SPARE_STEP = 1 << 16
+
+
+cdef bytearray _body_buffer(Py_ssize_t need):
+    """A buffer of at least `need` bytes: a kept one that nobody else holds (the list and this
+    frame are its only references), else a new one (not zeroed), kept while the spares stay
+    within their bound. Kept ones too small for `need` and free are let go of. Runs with the
+    GIL held and no Python code, so two threads never take the same one."""
+    global _spare_bytes
+    cdef Py_ssize_t i = len(_spares) - 1, size
+    cdef bytearray buf
+    while i >= 0:
+        buf = <bytearray>_spares[i]
+        if Py_REFCNT(buf) == 2:  # the list's reference and `buf`'s: free
+            if len(buf) >= need:
+                return buf
+            _spare_bytes -= len(buf)
+            del _spares[i]
+        i -= 1
+    size = (need + SPARE_STEP - 1) // SPARE_STEP * SPARE_STEP
+    buf = PyByteArray_FromStringAndSize(NULL, size)
+    if _spare_bytes + size <= SPARE_LIMIT:
+        _spares.append(buf)
+        _spare_bytes += size
+    return buf
 
 # The parser states and framings: _http_head's numbers (parse_head returns them).
 cdef enum:
@@ -71,6 +106,9 @@ cdef class ResponseParser:
     cdef public dict headers
     cdef public bint keep_alive
     cdef public bint surplus  # bytes came after the body's end
+    cdef bint _whole, _overflow  # the body goes into `_body`; it passed `_limit`
+    cdef object _body, _body_view
+    cdef Py_ssize_t _got, _limit
 
     def __cinit__(self):
         # Made without __init__ (ResponseParser.__new__): an empty buffer, so every use is a
@@ -80,6 +118,7 @@ cdef class ResponseParser:
         self._size = 0
         self._fault = None
         self.headers = {}
+        self._body = self._body_view = None
 
     def __init__(self, Py_ssize_t size=BUFFER):
         self._buf = bytearray(size)
@@ -101,6 +140,11 @@ cdef class ResponseParser:
         self.headers = {}
         self.keep_alive = True
         self.surplus = False
+        self._whole = False
+        self._overflow = False
+        self._body = self._body_view = None  # a body handed out stays its taker's
+        self._got = 0
+        self._limit = 0
 
     @property
     def head_done(self):
@@ -115,6 +159,75 @@ cdef class ResponseParser:
         """The parse error found so far (None until then); every later call raises it."""
         return self._fault
 
+    # --- a body read whole (docs/client.md, rule WHOLE-BODY) --------------------------------
+
+    def whole(self, Py_ssize_t limit, list taken):
+        """From now on the body goes into one buffer, which `taken` starts (see the pure
+        twin): of the Content-Length (False, nothing allocated, past `limit`), else grown."""
+        cdef Py_ssize_t size = 0, total
+        for piece in taken:
+            size += len(piece)
+        if self._framing == LENGTH:
+            total = size + (<Py_ssize_t>self._left if self._state == DATA else 0)
+            if total > limit:
+                return False
+            self._body = _body_buffer(total + PAD)
+            self._body_view = memoryview(self._body)
+        else:
+            self._body = bytearray()
+        self._got = 0
+        self._limit = limit
+        self._whole = True
+        for piece in taken:
+            self._keep(piece)
+        return True
+
+    @property
+    def body_left(self):
+        """Bytes of a whole Content-Length body still to come, all into `free()`."""
+        return self._body_left()
+
+    cdef inline long long _body_left(self) noexcept:
+        if self._whole and self._framing == LENGTH and self._state == DATA:
+            return self._left
+        return 0
+
+    @property
+    def collecting(self):
+        return self._collecting()
+
+    cdef inline bint _collecting(self) noexcept:
+        return self._whole and self._state != DONE and not self._overflow
+
+    @property
+    def overflow(self):
+        return self._overflow
+
+    def take_body(self):
+        """The whole body, WHOLE_PAD bytes of room after it (zeroed); the parser lets go."""
+        body = self._body
+        self._body = self._body_view = None
+        if body is None:
+            return memoryview(b"")
+        if len(body) < self._got + PAD:
+            body += bytes(self._got + PAD - len(body))
+        memset(PyByteArray_AS_STRING(body) + self._got, 0, PAD)
+        return memoryview(body)[:self._got]
+
+    cdef int _keep(self, piece) except -1:
+        cdef Py_ssize_t got = self._got + len(piece)
+        if self._overflow or got > self._limit:
+            self._overflow = True
+            return 0
+        if self._framing == LENGTH:
+            self._body_view[self._got:got] = piece
+        else:
+            self._body += piece
+        self._got = got
+        return 0
+
+    # --- the buffer --------------------------------------------------------------------------
+
     def free(self):
         """Where the transport writes next (at least one byte)."""
         return self._free()
@@ -124,6 +237,8 @@ cdef class ResponseParser:
         cdef Py_ssize_t start = self._start, end = self._end
         if self._fault is not None:
             raise self._fault
+        if self._body_left():
+            return self._body_view[self._got:self._got + <Py_ssize_t>self._left]
         if start:
             if start < end:
                 buf = PyByteArray_AS_STRING(self._buf)
@@ -143,6 +258,13 @@ cdef class ResponseParser:
     cdef list _filled(self, Py_ssize_t n):
         cdef list out = []
         cdef Py_ssize_t pos
+        if self._body_left():  # a whole Content-Length body, written where free() said
+            if not 0 <= n <= self._left:
+                raise ValueError(f"filled({n}) with {self._left} bytes free")
+            self._got += n
+            self._left -= n
+            self._state = DATA if self._left else DONE
+            return out
         # More than was free would scan past the buffer: refused, as in the pure twin.
         if not 0 <= n <= self._size - self._end:
             raise ValueError(f"filled({n}) with {self._size - self._end} bytes free")
@@ -166,12 +288,18 @@ cdef class ResponseParser:
             state = self._state
             if state == DATA:
                 if self._framing == CLOSE:
-                    out.append(self._view[pos:end])
+                    if self._whole:
+                        self._keep(self._view[pos:end])
+                    else:
+                        out.append(self._view[pos:end])
                     return end
                 take = end - pos
                 if self._left < take:
                     take = <Py_ssize_t>self._left
-                out.append(self._view[pos:pos + take])
+                if self._whole:
+                    self._keep(self._view[pos:pos + take])
+                else:
+                    out.append(self._view[pos:pos + take])
                 pos += take
                 self._left -= take
                 if not self._left:
@@ -367,11 +495,14 @@ cdef class Receiver:
     def buffer_updated(self, Py_ssize_t nbytes):
         cdef list pieces
         cdef CSink sink
+        cdef bint quiet
         self.received += nbytes
         if self.error is not None:
             return
         if self.parser is None:
             raise _no_parser(self)
+        # An arrival inside a whole body that does not complete it wakes nobody (WHOLE-BODY).
+        quiet = self.parser._collecting()
         try:
             pieces = self.parser._filled(nbytes)
         except HttpParseError as err:
@@ -390,6 +521,8 @@ cdef class Receiver:
                     self.on_backlog()
         if self.parser._fault is not None:  # found after the body bytes just handed on
             self._fail(self.parser._fault)
+            return
+        if quiet and self.parser._collecting():
             return
         deliver = self.deliver
         if deliver is not None:

@@ -6,7 +6,9 @@
 # views into ChatEvents, and Receiver is a transport's arrival path: the bytes of each arrival go
 # through the parser into the Sink. Waiting, clocks and the socket are the transport's: it hands
 # the Receiver plain callables (a one-shot waker, a clock, a fault and a backlog hook), which
-# cost an arrival nothing but the call, and the rare paths only when they happen.
+# cost an arrival nothing but the call, and the rare paths only when they happen. A body the core
+# asks for whole (`whole`: a whole answer's) lands in one buffer of its own instead: `free()` is
+# then the rest of it, so a read takes all the socket has, and the arrivals inside it wake nobody.
 """HTTP/1.1 response head and body framing (chunked, Content-Length, until close), and the
 arrival path (parse, feed the Sink): pure twin. The head's rules, which both twins follow, are
 _http_head's."""
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._errors import HttpParseError, TruncatedError
-from .._limits import BACKLOG, BUFFER
+from .._limits import BACKLOG, BUFFER, WHOLE_PAD
 from ._http_head import (
     CHUNKED,
     CLOSE,
@@ -25,6 +27,7 @@ from ._http_head import (
     DATA_END,
     DONE,
     HEAD,
+    LENGTH,
     SIZE,
     TRAILER,
     parse_head,
@@ -56,16 +59,21 @@ class ResponseParser:
     it, so a caller sees the same bytes, then the same error, however the input is split."""
 
     __slots__ = (
+        "_body",
         "_buf",
         "_end",
         "_fault",
         "_framing",
+        "_got",
         "_left",
+        "_limit",
         "_line1",
+        "_overflow",
         "_seen",
         "_start",
         "_state",
         "_view",
+        "_whole",
         "headers",
         "keep_alive",
         "status",
@@ -92,6 +100,11 @@ class ResponseParser:
         self.headers: dict[str, str] = {}
         self.keep_alive = True
         self.surplus = False  # bytes came after the body's end: the connection carries no more
+        self._whole = False  # the body goes into `_body` (`whole`), not out as views
+        self._body: bytearray | None = None
+        self._got = 0  # bytes of the body in `_body`
+        self._limit = 0
+        self._overflow = False
 
     @property
     def head_done(self) -> bool:
@@ -107,10 +120,76 @@ class ResponseParser:
         """The parse error found so far (None until then); every later call raises it."""
         return self._fault
 
+    # --- a body read whole (docs/client.md, rule WHOLE-BODY) --------------------------------
+
+    def whole(self, limit: int, taken: list[bytes]) -> bool:
+        """From now on the body goes into one buffer, which `taken` (its bytes handed out
+        before) starts: for a Content-Length, a buffer of that length (False, and nothing
+        allocated, when it passes `limit`); else one grown as the body comes, kept up to
+        `limit` bytes (past them, `overflow`). `take_body()` hands it over."""
+        size = sum(len(p) for p in taken)
+        if self._framing == LENGTH:
+            total = size + (self._left if self._state == DATA else 0)
+            if total > limit:
+                return False
+            body = bytearray(total + WHOLE_PAD)
+        else:
+            body = bytearray()
+        self._body, self._got, self._limit, self._whole = body, 0, limit, True
+        for piece in taken:
+            self._keep(piece)
+        return True
+
+    @property
+    def body_left(self) -> int:
+        """Bytes of a whole Content-Length body still to come, all of them into `free()`: a
+        reader may wait for them at once (0 otherwise)."""
+        if self._whole and self._framing == LENGTH and self._state == DATA:
+            return self._left
+        return 0
+
+    @property
+    def collecting(self) -> bool:
+        """A whole body is being read and is not complete (nor past its limit)."""
+        return self._whole and self._state != DONE and not self._overflow
+
+    @property
+    def overflow(self) -> bool:
+        """A whole body without a Content-Length went past its limit (the rest not kept)."""
+        return self._overflow
+
+    def take_body(self) -> memoryview:
+        """The whole body, with WHOLE_PAD bytes of room after it in the buffer (`.obj`); the
+        parser lets go of it."""
+        body, self._body = self._body, None
+        if body is None:
+            return memoryview(b"")
+        if len(body) < self._got + WHOLE_PAD:
+            body += bytes(self._got + WHOLE_PAD - len(body))
+        return memoryview(body)[: self._got]
+
+    def _keep(self, piece: bytes | memoryview) -> None:
+        """Body bytes copied into the whole body (up to its limit)."""
+        got = self._got + len(piece)
+        if self._overflow or got > self._limit:
+            self._overflow = True
+            return
+        assert self._body is not None
+        if self._framing == LENGTH:
+            self._body[self._got : got] = piece
+        else:
+            self._body += piece
+        self._got = got
+
+    # --- the buffer --------------------------------------------------------------------------
+
     def free(self) -> memoryview:
         """Where the transport writes next (at least one byte)."""
         if self._fault is not None:
             raise self._fault
+        if self._whole and self._state == DATA and self._framing == LENGTH:
+            assert self._body is not None
+            return memoryview(self._body)[self._got : self._got + self._left]
         start, end = self._start, self._end
         if start:
             if start < end:  # keep the unconsumed tail (a partial line): move it to the front
@@ -124,6 +203,8 @@ class ResponseParser:
     def filled(self, n: int) -> list[memoryview]:
         """`n` bytes were written at `free()`: the body bytes they complete, as views (valid
         until the next `free()`)."""
+        if self.body_left:
+            return self._filled_whole(n)
         if not 0 <= n <= len(self._buf) - self._end:
             raise ValueError(f"filled({n}) with {len(self._buf) - self._end} bytes free")
         if self._fault is not None:
@@ -136,16 +217,7 @@ class ResponseParser:
             while pos < end:
                 state = self._state
                 if state == DATA:
-                    if self._framing == CLOSE:
-                        out.append(self._view[pos:end])
-                        pos = end
-                        break
-                    take = min(self._left, end - pos)
-                    out.append(self._view[pos : pos + take])
-                    pos += take
-                    self._left -= take
-                    if not self._left:
-                        self._state = DATA_END if self._framing == CHUNKED else DONE
+                    pos = self._data(pos, end, out)
                 elif state == DATA_END:
                     if end - pos < 2:
                         break
@@ -179,6 +251,32 @@ class ResponseParser:
                 raise
         self._start = pos
         return out
+
+    def _data(self, pos: int, end: int, out: list[memoryview]) -> int:
+        """Body bytes from `pos` (state DATA) out as a view, or into the whole body: where
+        the next unconsumed byte is."""
+        close = self._framing == CLOSE
+        take = end - pos if close else min(self._left, end - pos)
+        view = self._view[pos : pos + take]
+        if self._whole:
+            self._keep(view)
+        else:
+            out.append(view)
+        if not close:
+            self._left -= take
+            if not self._left:
+                self._state = DATA_END if self._framing == CHUNKED else DONE
+        return pos + take
+
+    def _filled_whole(self, n: int) -> list[memoryview]:
+        """`n` bytes of a whole Content-Length body were written at `free()`."""
+        if not 0 <= n <= self._left:
+            raise ValueError(f"filled({n}) with {self._left} bytes free")
+        self._got += n
+        self._left -= n
+        if not self._left:
+            self._state = DONE
+        return []
 
     def eof(self) -> None:
         """The connection ended: fine for a body until close or a complete one; a head or a
@@ -290,6 +388,8 @@ class Receiver:
         if self.error is not None:
             return
         parser = self.parser
+        # An arrival inside a whole body that does not complete it wakes nobody (WHOLE-BODY).
+        quiet = parser.collecting
         try:
             pieces = parser.filled(nbytes)
         except HttpParseError as err:
@@ -308,6 +408,8 @@ class Receiver:
                     self.on_backlog()
         if parser.fault is not None:  # found after the body bytes just handed on
             self._fail(parser.fault)
+            return
+        if quiet and parser.collecting:
             return
         deliver = self.deliver
         if deliver is not None:

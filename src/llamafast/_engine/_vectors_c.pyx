@@ -2,7 +2,9 @@
 # cython: embedsignature=True
 """The vectors of `/v1/embeddings` answers into one float32 buffer, Cython twin.
 
-The answer's pieces are copied once into a padded buffer and parsed by simdjson's DOM parser
+An answer received whole (one memoryview at the start of a bytearray with WHOLE_PAD bytes after
+it: docs/client.md, rule WHOLE-BODY) is parsed where it landed; other pieces are copied once into
+a padded buffer. Either is parsed by simdjson's DOM parser
 (its SIMD kernels, chosen at run time); only `data`, `model` and `usage` are then read: a base64
 vector is decoded (four characters to three bytes through lookup tables) straight into its row
 of the call's one buffer; each number of a list goes from the parsed tape into that row as
@@ -25,6 +27,7 @@ from cpython.buffer cimport (
     PyBuffer_Release,
     PyObject_GetBuffer,
 )
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
@@ -75,11 +78,14 @@ cdef extern from "_vectors_parse.hpp":
     char* lf_body(lf_vecs* v, size_t n)
     void lf_body_trim(lf_vecs* v)
     int lf_vecs_add(
-        lf_vecs* v, size_t n, size_t first, size_t count, size_t max_depth, bint fresh
+        lf_vecs* v, const char* body, size_t n, size_t first, size_t count, size_t max_depth,
+        bint fresh
     )
+    size_t SIMDJSON_PADDING
     size_t lf_dim(lf_vecs* v)
     float* lf_rows(lf_vecs* v)
     float* lf_vecs_take(lf_vecs* v)
+    void lf_rows_free(float* rows, size_t size)
     int lf_vecs_has_model(lf_vecs* v)
     const char* lf_vecs_model(lf_vecs* v, size_t* n)
     int64_t lf_vecs_tokens(lf_vecs* v)
@@ -100,7 +106,7 @@ cdef class _Rows:
     cdef Py_ssize_t size
 
     def __dealloc__(self):
-        free(self.data)
+        lf_rows_free(self.data, <size_t>self.size + 1)  # kept for the next call when small
         self.data = NULL
 
     def __getbuffer__(self, Py_buffer* view, int flags):
@@ -218,29 +224,16 @@ cdef class Vectors:
             lf_body_trim(v)
 
     cdef _add(self, lf_vecs* v, list parts, Py_ssize_t first, Py_ssize_t count):
-        cdef Py_ssize_t total = 0, at = 0, size
-        cdef const unsigned char[::1] piece
-        for part in parts:
-            total += len(part)
-        cdef char* buf = lf_body(v, total)
+        cdef Py_ssize_t total = 0
+        cdef const char* buf = _in_place(parts, &total)
         if buf == NULL:
-            raise MemoryError()
-        for part in parts:
-            if type(part) is bytes:
-                size = PyBytes_GET_SIZE(part)
-                memcpy(buf + at, PyBytes_AS_STRING(part), size)
-            else:
-                piece = part
-                size = piece.shape[0]
-                if size:
-                    memcpy(buf + at, &piece[0], size)
-            at += size
-        cdef int code = lf_vecs_add(v, total, first, count, MAX_DEPTH, False)
+            buf = _joined(v, parts, &total)
+        cdef int code = lf_vecs_add(v, buf, total, first, count, MAX_DEPTH, False)
         if code == LF_TOO_DEEP:
             if not _strictly_json(buf[:total]):
                 code = E_NOT_JSON
             else:
-                code = lf_vecs_add(v, total, first, count, MAX_DEPTH + 1, True)
+                code = lf_vecs_add(v, buf, total, first, count, MAX_DEPTH + 1, True)
         if code == 0:
             return
         if code == LF_TOO_BIG:
@@ -269,6 +262,48 @@ cdef class Vectors:
         tokens = lf_vecs_tokens(v)
         usage = None if tokens < 0 else Usage(tokens, 0)
         return Embeddings._of_rows(rows, self.n, dim, model, usage)
+
+
+cdef const char* _in_place(list parts, Py_ssize_t* total):
+    """The answer where it was received, when it is one memoryview at the start of a bytearray
+    with SIMDJSON_PADDING bytes after it (a body read whole); NULL otherwise."""
+    cdef const unsigned char[::1] piece
+    if len(parts) != 1 or type(parts[0]) is not memoryview:
+        return NULL
+    view = <object>parts[0]
+    owner = view.obj
+    if type(owner) is not bytearray or not view.c_contiguous or view.itemsize != 1:
+        return NULL
+    cdef const char* start = PyByteArray_AS_STRING(owner)
+    piece = view
+    if piece.shape[0] == 0 or <const char*>&piece[0] != start:
+        return NULL
+    if <size_t>len(owner) < <size_t>piece.shape[0] + SIMDJSON_PADDING:
+        return NULL
+    total[0] = piece.shape[0]
+    return start
+
+
+cdef const char* _joined(lf_vecs* v, list parts, Py_ssize_t* total) except NULL:
+    """The pieces copied once into the Vectors' padded buffer."""
+    cdef Py_ssize_t at = 0, size
+    cdef const unsigned char[::1] piece
+    for part in parts:
+        total[0] += len(part)
+    cdef char* buf = lf_body(v, total[0])
+    if buf == NULL:
+        raise MemoryError()
+    for part in parts:
+        if type(part) is bytes:
+            size = PyBytes_GET_SIZE(part)
+            memcpy(buf + at, PyBytes_AS_STRING(part), size)
+        else:
+            piece = part
+            size = piece.shape[0]
+            if size:
+                memcpy(buf + at, &piece[0], size)
+        at += size
+    return buf
 
 
 cdef bint _strictly_json(bytes raw):

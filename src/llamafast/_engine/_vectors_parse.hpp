@@ -60,6 +60,53 @@ static inline int64_t lf_b64_len(const unsigned char* s, size_t n) {
     size_t pad = (s[n - 1] == '=') + (s[n - 1] == '=' && s[n - 2] == '=');
     return (int64_t)(n / 4 * 3 - pad);
 }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define LF_B64_AVX2 1
+// 32 characters to 24 bytes at a time with AVX2 (W. Mula and D. Lemire, "Faster Base64 Encoding
+// and Decoding Using AVX2 Instructions", 2018): the nibble tables refuse every character
+// outside the alphabet ('=' included) as the scalar tables do, so both refuse the same input.
+// It decodes quads [0, q) of `s` for the largest q (a multiple of 8) that leaves 8 bytes of
+// `room` after the last one written (each block stores 32 bytes, 24 kept); returns q, and sets
+// `*bad` when a character was refused.
+__attribute__((target("avx2"))) static size_t lf_b64_avx2(const unsigned char* s, size_t quads,
+                                                         unsigned char* out, bool* bad) {
+    const __m256i lut_lo = _mm256_setr_epi8(
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+    const __m256i lut_hi = _mm256_setr_epi8(
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+    const __m256i lut_roll = _mm256_setr_epi8(
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i nibble = _mm256_set1_epi8(0x0F), slash = _mm256_set1_epi8(0x2F);
+    const __m256i pack = _mm256_setr_epi8(
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, -1, -1);
+    __m256i refused = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 11 <= quads; i += 8) {  // 8 quads in, 24 bytes kept, 32 stored: 8 spare after
+        __m256i in = _mm256_loadu_si256((const __m256i*)(s + 4 * i));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi32(in, 4), nibble);
+        __m256i lo = _mm256_and_si256(in, nibble);
+        refused = _mm256_or_si256(refused, _mm256_and_si256(
+            _mm256_shuffle_epi8(lut_lo, lo), _mm256_shuffle_epi8(lut_hi, hi)));
+        __m256i roll = _mm256_shuffle_epi8(
+            lut_roll, _mm256_add_epi8(_mm256_cmpeq_epi8(in, slash), hi));
+        __m256i six = _mm256_add_epi8(in, roll);
+        __m256i pairs = _mm256_maddubs_epi16(six, _mm256_set1_epi32(0x01400140));
+        __m256i words = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00011000));
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(words, pack), lanes);
+        _mm256_storeu_si256((__m256i*)(out + 3 * i), bytes);
+    }
+    *bad = !_mm256_testz_si256(refused, refused);
+    return i;
+}
+static int lf_has_avx2 = -1;
+#endif
+
 // Decode `n` characters (lf_b64_len said they are whole quads) into `out`; false on a
 // character outside the alphabet or misplaced padding.
 static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) {
@@ -67,6 +114,14 @@ static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) 
     size_t quads = n / 4 - 1;
     uint32_t bad = 0;
     size_t i = 0;
+#ifdef LF_B64_AVX2
+    if (lf_has_avx2 < 0) lf_has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (lf_has_avx2) {
+        bool refused = false;
+        i = lf_b64_avx2(s, quads, out, &refused);
+        if (refused) return false;
+    }
+#endif
     // Every quad but the last: four bytes stored, three kept (the next store overwrites
     // the fourth); the last is done apart so nothing is written past the output.
     for (; i + 4 <= quads; i += 4) {
@@ -161,9 +216,10 @@ static lf_vecs* lf_vecs_new(size_t n) {
     if (v) v->n = n;
     return v;
 }
+static void lf_rows_free(float* rows, size_t size);
 static void lf_vecs_free(lf_vecs* v) {
     if (!v) return;
-    std::free(v->rows);
+    if (v->rows) lf_rows_free(v->rows, v->n * v->dim * sizeof(float) + 1);
     std::free(v->body);
     delete v;
 }
@@ -181,6 +237,49 @@ static char* lf_body(lf_vecs* v, size_t len) {
 static float* lf_rows(lf_vecs* v) { return v->rows; }
 static size_t lf_dim(lf_vecs* v) { return v->dim; }
 
+// The rows of results let go of, kept for the next calls (docs/client.md, rule WHOLE-BODY): at
+// most LF_SPARES of them, each at most LF_RETAIN bytes, LF_SPARE_BYTES in all. A call's fresh
+// rows would be new pages each time (the allocator hands a block of a few MB back to the system
+// once several are free), so calls of 200 texts would pay a page fault per 4 KiB that calls of
+// 1,000 do not. A kept block serves a call that asks at most its size and at least half of it.
+// Only with the GIL held (a Vectors' add, a _Rows' end).
+enum { LF_SPARES = 8 };
+static const size_t LF_SPARE_BYTES = (size_t)16 << 20;
+static float* lf_spare_rows[LF_SPARES];
+static size_t lf_spare_size[LF_SPARES];
+static size_t lf_spare_total = 0;
+
+static float* lf_rows_new(size_t size) {
+    int best = -1;
+    for (int i = 0; i < LF_SPARES; i++) {
+        size_t have = lf_spare_size[i];
+        if (lf_spare_rows[i] && have >= size && have / 2 <= size
+            && (best < 0 || have < lf_spare_size[best]))
+            best = i;
+    }
+    if (best < 0) return (float*)std::malloc(size);
+    float* r = lf_spare_rows[best];
+    lf_spare_total -= lf_spare_size[best];
+    lf_spare_rows[best] = nullptr;
+    lf_spare_size[best] = 0;
+    return r;
+}
+// The rows of `size` bytes (as asked of lf_rows_new) let go of: kept, or freed.
+static void lf_rows_free(float* rows, size_t size) {
+    if (!rows) return;
+    if (size <= LF_RETAIN && lf_spare_total + size <= LF_SPARE_BYTES) {
+        for (int i = 0; i < LF_SPARES; i++) {
+            if (!lf_spare_rows[i]) {
+                lf_spare_rows[i] = rows;
+                lf_spare_size[i] = size;
+                lf_spare_total += size;
+                return;
+            }
+        }
+    }
+    std::free(rows);
+}
+
 // Fix the dimension at `dim` (the first vector's length): the whole call's buffer, of
 // n * dim * 4 bytes, which must not pass PTRDIFF_MAX (Py_ssize_t's, what one buffer holds):
 // LF_TOO_BIG (v->got says dim) past it, checked before the product is made.
@@ -189,7 +288,7 @@ static int lf_fix_dim(lf_vecs* v, size_t dim) {
         v->got = (int64_t)dim;
         return LF_TOO_BIG;
     }
-    v->rows = (float*)std::malloc(v->n * dim * sizeof(float) + 1);
+    v->rows = lf_rows_new(v->n * dim * sizeof(float) + 1);
     if (!v->rows) return LF_NO_MEMORY;
     v->dim = dim;
     return 0;
@@ -284,11 +383,11 @@ static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t
 
 // Read the answer (parsed by `parser`) for texts first..first+count-1: 0, a fault code
 // (v->item, got, want say more), or one of LF_NO_MEMORY, LF_TOO_BIG, LF_TOO_DEEP.
-static int lf_vecs_read(lf_vecs* v, dom::parser* parser, size_t len, size_t first,
-                        size_t count) {
+static int lf_vecs_read(lf_vecs* v, dom::parser* parser, const char* body, size_t len,
+                        size_t first, size_t count) {
     int oom = 0;
     dom::element doc;
-    error_code err = parser->parse(v->body, len, false).get(doc);
+    error_code err = parser->parse(body, len, false).get(doc);
     if (err == MEMALLOC) return LF_NO_MEMORY;
     if (err == DEPTH_ERROR) return LF_TOO_DEEP;
     if (err) return LF_NOT_JSON;
@@ -358,21 +457,22 @@ static int lf_vecs_read(lf_vecs* v, dom::parser* parser, size_t len, size_t firs
     return 0;
 }
 
-// Read the answer in v->body (`len` bytes), as lf_vecs_read says. The parser is the shared one,
+// Read the answer at `body` (`len` bytes, SIMDJSON_PADDING readable bytes after them: v->body,
+// or the buffer the answer was received into), as lf_vecs_read says. The parser is the shared one,
 // allocated for `max_depth` (a parser for depth N refuses N levels that are not empty, so the
 // pyx judges what it refuses for depth: see _vectors_c.pyx), or, when `fresh`, a parser of its
 // own for `max_depth`, freed after. The shared one is freed too once its capacity passes
 // LF_RETAIN. A C++ allocation that fails is LF_NO_MEMORY, never an exception.
-static int lf_vecs_add(lf_vecs* v, size_t len, size_t first, size_t count, size_t max_depth,
-                       bool fresh) {
+static int lf_vecs_add(lf_vecs* v, const char* body, size_t len, size_t first, size_t count,
+                       size_t max_depth, bool fresh) {
     static const char bom[] = "\xef\xbb\xbf";
-    if (len >= 3 && std::memcmp(v->body, bom, 3) == 0) return LF_NOT_JSON;  // RFC 8259, 8.1
+    if (len >= 3 && std::memcmp(body, bom, 3) == 0) return LF_NOT_JSON;  // RFC 8259, 8.1
     dom::parser* parser = fresh ? lf_new_parser(max_depth) : lf_shared_parser;
     if (!parser) parser = lf_shared_parser = lf_new_parser(max_depth);
     if (!parser) return LF_NO_MEMORY;
     int code;
     try {
-        code = lf_vecs_read(v, parser, len, first, count);
+        code = lf_vecs_read(v, parser, body, len, first, count);
     } catch (...) {  // std::bad_alloc from a vector or string
         code = LF_NO_MEMORY;
     }

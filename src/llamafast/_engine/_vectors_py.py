@@ -13,6 +13,7 @@ from __future__ import annotations
 import binascii
 import sys
 from array import array
+from collections.abc import Sequence
 
 from .._errors import (
     E_BAD_INDEX,
@@ -72,7 +73,7 @@ class Vectors:
         """The vectors' length, once the first has come (0 before)."""
         return self._dim
 
-    def add(self, parts: list[bytes], first: int, count: int) -> None:
+    def add(self, parts: Sequence[bytes | memoryview], first: int, count: int) -> None:
         """Decode the answer (the body's pieces, in order) to the request for the texts
         `first` to `first + count - 1`, into their rows."""
         first, count = texts_in_call(first, count, self.n)
