@@ -601,3 +601,15 @@ def test_a_tls_eof_may_be_a_restart_and_is_retried() -> None:
     fake.chat = [(0.0, ssl.SSLEOFError(8, "EOF occurred in violation of protocol"), "")]
     events, err = fake.run(0)
     assert isinstance(err, ConnectError) and [type(e) for e in events] == [Retrying, Retrying]
+
+
+def test_a_small_request_names_connect_timeout_whatever_the_clock_reads() -> None:
+    # On a clock that reads tens of thousands of seconds, (start + 0.2) - start rounds below
+    # 0.2: the deadlines themselves decide which limit ran out, not their difference.
+    from llamafast._core._exchange import _unanswered
+
+    start = 33465.366105313
+    assert (start + 0.2) - start < 0.2
+    assert "within connect_timeout (0.2 s)" in _unanswered("GET /props", start, start + 0.2, 0.2)
+    served = _unanswered("GET /props", start, start + 0.1, 0.2)
+    assert served == "GET /props was not answered before the deadline of the request it serves"

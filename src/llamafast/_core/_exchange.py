@@ -270,7 +270,7 @@ class Exchange:
             if not began:
                 if computed:
                     raise WaitTimeoutError(limits.wait_timeout)
-                raise TimeoutError(_unanswered(what, first_by - start, limits.connect_timeout))
+                raise TimeoutError(_unanswered(what, start, first_by, limits.connect_timeout))
             seconds = limits.stall_timeout if computed else first_by - start
             rest_by = clock() + seconds if computed else first_by
             # The limit a StalledError names: the one to raise for more time.
@@ -446,10 +446,11 @@ def _longer(what: str, limit: int) -> ProtocolError:
     return ProtocolError(f"the answer to {what} is longer than {limit} bytes")
 
 
-def _unanswered(what: str, waited: float, connect_timeout: float) -> str:
+def _unanswered(what: str, start: float, first_by: float, connect_timeout: float) -> str:
     """Why a small request failed late, naming the limit to raise: connect_timeout, unless the
-    deadline of the request it serves came first."""
-    if waited < connect_timeout:
+    deadline of the request it serves came first. The deadlines themselves are compared:
+    `first_by - start` may round below connect_timeout when the clock reads a large value."""
+    if first_by < start + connect_timeout:
         return f"{what} was not answered before the deadline of the request it serves"
     return (
         f"{what} was not answered within connect_timeout ({connect_timeout:g} s); to wait "
