@@ -736,15 +736,50 @@ def test_thinking_budget_ends_reasoning_once(drive: Driver, server: ReplayServer
 
 def test_budget_not_passed_sends_nothing(drive: Driver, server: ReplayServer) -> None:
     server.script = [Reply("reasoning_then_content")]  # 41 reasoning tokens
-    out = drive.run(cfg(server, thinking_budget=41), req())
+    out = drive.run(cfg(server, thinking_budget=42), req())
     assert out.ok().thinking_capped is False
     assert server.controls == [] and not any(isinstance(e, ThinkingCapped) for e in out.events)
 
 
-def test_budget_counts_only_while_reasoning(drive: Driver, server: ReplayServer) -> None:
-    server.script = [Reply("content_only")]  # 19 tokens, all answer
-    assert drive.run(cfg(server, thinking_budget=1), req()).ok().thinking_capped is False
-    assert server.controls == []
+def test_the_budget_goes_as_the_servers_own(drive: Driver, server: ReplayServer) -> None:
+    # The server counts the end of reasoning it forces as one of the budget's tokens; a
+    # request's own reasoning_budget_tokens is sent as given.
+    server.script = [Reply("reasoning_then_content")] * 3
+    own = dataclasses.replace(req(), reasoning_budget_tokens=7)
+    outs = drive.run_in_turn(cfg(server, thinking_budget=42), [req(), own])
+    assert all(o.ok().thinking_capped is False for o in outs)
+    drive.run(cfg(server), req()).ok()
+    bodies = [c.body for c in server.chats]
+    assert [b.get("reasoning_budget_tokens") for b in bodies] == [43, 7, None]
+
+
+def test_reasoning_ended_at_the_budget_was_capped_by_the_server(
+    drive: Driver, server: ReplayServer
+) -> None:
+    # As a server that honours reasoning_budget_tokens ends the reasoning: at the budget. The
+    # client sends no control request, and says ThinkingCapped as the reasoning ends.
+    server.script = [Reply("reasoning_then_content")]  # 41 reasoning tokens
+    out = drive.run(cfg(server, thinking_budget=41), req())
+    assert out.ok().thinking_capped is True and server.controls == []
+    at = [i for i, e in enumerate(out.events) if isinstance(e, ThinkingCapped)]
+    assert [out.events[i] for i in at] == [ThinkingCapped(41)]
+    assert isinstance(out.events[at[0] - 1], Content)
+    assert isinstance(out.events[at[0] - 2], Reasoning)  # (the one event with content)
+    events = expected("reasoning_then_content")[0]
+    assert stream_events(out) == events
+
+
+def test_a_server_seen_past_its_budget_gets_the_control_request(
+    drive: Driver, server: ReplayServer
+) -> None:
+    # A server that ignores reasoning_budget_tokens reasons past it: the client asks it to end
+    # the reasoning, as it always did, and from then on sends no budget of the server's own
+    # (nor takes a reasoning that ends at the budget for the server's cap).
+    server.script = [capped_reply(), capped_reply(), Reply("reasoning_then_content")]
+    outs = drive.run_in_turn(cfg(server, thinking_budget=41), [req(), req(), req()])
+    assert [o.ok().thinking_capped for o in outs] == [True, True, False]  # the last: 41 tokens
+    assert len(server.controls) == 2
+    assert [c.body.get("reasoning_budget_tokens") for c in server.chats] == [42, None, None]
 
 
 def test_completion_already_gone_is_not_capped(drive: Driver, server: ReplayServer) -> None:

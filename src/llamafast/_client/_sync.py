@@ -44,6 +44,7 @@ from .._core import (
     read_ranked,
     read_slots,
     rerank_body,
+    server_budget,
     step,
     text_of,
 )
@@ -140,6 +141,7 @@ class Client:
             if not isinstance(limits, Limits):
                 raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
             cfg = dataclasses.replace(cfg, limits=limits)
+        req = server_budget(self._core, req, cfg.limits)
         stream = ClientStream(self, req, build_body(cfg, req), limits)
         with self._lock:
             self._streams.add(stream)

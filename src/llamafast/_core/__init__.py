@@ -29,7 +29,7 @@ from ._answers import (
     text_of,
 )
 from ._calls import EmbedPlan, ServerCall, WholeCall, rerank_body
-from ._chat import ChatExchange
+from ._chat import ChatExchange, server_budget
 from ._commands import (
     Close,
     Connect,
@@ -98,6 +98,7 @@ __all__ = [
     "read_slots",
     "request_bytes",
     "rerank_body",
+    "server_budget",
     "step",
     "text_of",
 ]

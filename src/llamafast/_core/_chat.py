@@ -46,7 +46,17 @@ from ._exchange import Exchange, answered, log
 from ._lines import Ticket
 from ._session import CHAT_PATH, CONTROL_PATH, MAX_SLOTS_BODY, NEEDS_MODEL, Core
 
-__all__ = ["ChatExchange"]
+__all__ = ["ChatExchange", "server_budget"]
+
+
+def server_budget(core: Core, req: ChatRequest, limits: Limits) -> ChatRequest:
+    """`req` with the thinking budget as the server's own `reasoning_budget_tokens` (BUDGET),
+    unless the request gives one or the server was seen not to honour it. The server counts
+    the end of the reasoning it forces as one of the budget's tokens: budget + 1."""
+    budget = limits.thinking_budget
+    if budget and req.reasoning_budget_tokens is None and core.budget_honoured is not False:
+        return dataclasses.replace(req, reasoning_budget_tokens=budget + 1)
+    return req
 
 
 class ChatExchange(Exchange):
@@ -93,6 +103,8 @@ class ChatExchange(Exchange):
         self.soft = limits.thinking_budget
         self.hard_cap = limits.thinking_hard_cap
         self.asked = False  # reasoning_end was sent (once)
+        # The budget went as the server's own `reasoning_budget_tokens` (`server_budget`).
+        self.server_budget = bool(self.soft) and req.reasoning_budget_tokens == self.soft + 1
         self.watch_budget = bool(self.soft or self.hard_cap)
 
     # --- the line ------------------------------------------------------------------------------
@@ -387,12 +399,22 @@ class ChatExchange(Exchange):
 
     def budget_step(self, in_reasoning: bool, tokens: int, cid: str | None) -> Phase[None] | None:
         if not in_reasoning:
+            if self.server_budget and tokens == self.soft and not self.capped:
+                # Ended at the budget sent as the server's own: the server ended it (BUDGET).
+                self.core.budget_honoured = True
+                self.capped = True
+                return self._said(ThinkingCapped(tokens))
             return None
         if self.soft and not self.asked and tokens > self.soft and cid:
+            if self.server_budget:  # past the budget sent as its own: it does not end it
+                self.core.budget_honoured = False
             self.asked = True
             return self._end_reasoning(cid, tokens)
         self._check_overrun(tokens)
         return None
+
+    def _said(self, event: ChatEvent) -> Phase[None]:
+        yield self._say(event)
 
     def _check_overrun(self, tokens: int) -> None:
         if self.hard_cap and tokens > self.hard_cap:

@@ -72,6 +72,9 @@ class Core:
         self.input_tokens: bool | None = None
         self.ready_models: set[str] = set()
         self.router: bool | None = None  # a router (several models, /slots per model)?
+        # Learnt from the first answer sent with it (BUDGET): does the server end the
+        # reasoning at the request's `reasoning_budget_tokens`?
+        self.budget_honoured: bool | None = None
         self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
@@ -89,6 +92,7 @@ class Core:
         self.input_tokens = None
         self.ready_models.clear()
         self.router = None
+        self.budget_honoured = None
 
     def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """One HTTP/1.1 request to the server, head and body. The head but its Content-Length
