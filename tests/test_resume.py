@@ -15,7 +15,7 @@ import llamafast
 import llamafast.pure
 from _drivers import DRIVERS, Outcome, cfg, req
 from _resumable import EOF, RESET, STALL, ResumableServer, body_of
-from llamafast import StalledError, StreamClosedEarlyError
+from llamafast import SseTimeoutError, StalledError, StreamClosedEarlyError, TruncatedError
 
 LENGTH = len(body_of("reasoning_then_content"))
 
@@ -90,6 +90,7 @@ def test_a_refused_resume_is_the_error_of_today_saying_why(
         out = run(server)
     err = out.raised(StreamClosedEarlyError)
     assert "resum" in str(err) and said in str(err)
+    assert isinstance(err.__cause__, TruncatedError)  # the reader's error (STREAM-ERRORS)
     assert len(server.of("POST")) == 1 and len(server.of("GET")) == 1
 
 
@@ -106,6 +107,7 @@ def test_a_stall_that_cannot_resume_is_a_stalled_error(run: Any) -> None:
         out = run(server, stall_timeout=0.3)
     err = out.raised(StalledError)
     assert "resum" in str(err) and "stall_timeout" in str(err)
+    assert isinstance(err.__cause__, SseTimeoutError)
 
 
 def test_a_server_without_resumable_streams_gets_nothing_more(run: Any) -> None:

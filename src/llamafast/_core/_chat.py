@@ -275,8 +275,9 @@ class ChatExchange(Resumable):
         stream may start); any other answer is its HttpError."""
         try:
             status, parts = yield from self.first_byte_rules(self._post_once)
-        except ConnectError:
-            self.posted = False  # never reached the server: nothing to stop there
+        except (ConnectError, ProtocolError):
+            # It never reached the server, or what answered is no llama-server: nothing to stop
+            self.posted = False
             raise
         if status == 200:
             return

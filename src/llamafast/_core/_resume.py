@@ -123,7 +123,7 @@ class Resumable(Exchange):
                 lambda c: self._receive_until(c, answered, first_by, what),
             )
         except (OSError, InferError) as err:
-            raise self.resume_failed(f"{what}: {err}") from err
+            raise self.resume_failed(f"{what}: {err}") from None
         try:
             if not began:
                 raise self.resume_failed(f"{what} was not answered within {stall:g} s")
@@ -135,7 +135,7 @@ class Resumable(Exchange):
             body = yield from self._courtesy_body(conn, clock() + stall, what, bound)
         except (OSError, ProtocolError, StalledError) as err:
             yield Close(conn)
-            raise self.resume_failed(f"{what}: {err}") from err
+            raise self.resume_failed(f"{what}: {err}") from None
         yield Release(conn)
         text = body.decode("utf-8", "replace")
         message = server_message(text) or text[:200]
@@ -144,17 +144,19 @@ class Resumable(Exchange):
         raise self.resume_failed(f"the server answered {status} to {what}: {message}")
 
     def resume_failed(self, why: str) -> InferError:
-        """The error of today (the break's, as without resuming), saying why resuming failed."""
+        """The error of today (the break's, as without resuming), saying why resuming failed;
+        the reader's error is its `__cause__` (rule STREAM-ERRORS)."""
         err = self.broken
         assert err is not None
+        today = map_stream_error(err, self.limits)  # type: ignore[arg-type]
         if isinstance(err, SseTimeoutError):
             seconds = self.limits.stall_timeout
-            return StalledError(
+            today = StalledError(
                 seconds, f"no byte arrived for {seconds:g} s, and resuming failed: {why}"
             )
-        today = map_stream_error(err, self.limits)  # type: ignore[arg-type]
-        if isinstance(today, StreamClosedEarlyError):
-            return StreamClosedEarlyError(f"{today.detail}; resuming failed: {why}")
+        elif isinstance(today, StreamClosedEarlyError):
+            today = StreamClosedEarlyError(f"{today.detail}; resuming failed: {why}")
+        today.__cause__ = err
         return today
 
     def stop_request(self) -> bytes | None:
