@@ -15,17 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._errors import (
-    InferError,
-    ProtocolError,
-    SseIoError,
-    SseTimeoutError,
-    StalledError,
-    StreamClosedEarlyError,
-    TruncatedError,
-    server_message,
-)
-from ._answers import map_stream_error
+from .._errors import InferError, ProtocolError, StalledError, server_message
+from ._answers import is_break, resume_failure
 from ._commands import Close, Phase, Release
 from ._exchange import Exchange, answered
 from ._session import CHAT_PATH
@@ -41,11 +32,6 @@ EXPIRED = "Stream not found or expired"
 class Resume(Exception):
     """Raised by `next_events` to the driver: the connection broke and the stream may be
     resumed; carry out `resume()`, then attach the new connection (`conn`) to the Sink."""
-
-
-def _breaks(err: BaseException) -> bool:
-    """A break of the connection, not a fault of the answer: a reset, a stall, a cut."""
-    return isinstance(err, (SseIoError, SseTimeoutError, TruncatedError))
 
 
 class Resumable(Exchange):
@@ -79,7 +65,7 @@ class Resumable(Exchange):
 
     def check_break(self, err: BaseException) -> None:
         """`err` broke the stream: Resume when it may be resumed (rule RESUME)."""
-        if self.conv_id is not None and _breaks(err) and not self.closed:
+        if self.conv_id is not None and is_break(err) and not self.closed:
             self.broken = err
             raise Resume
 
@@ -147,17 +133,8 @@ class Resumable(Exchange):
         """The error of today (the break's, as without resuming), saying why resuming failed;
         the reader's error is its `__cause__` (rule STREAM-ERRORS)."""
         err = self.broken
-        assert err is not None
-        today = map_stream_error(err, self.limits)  # type: ignore[arg-type]
-        if isinstance(err, SseTimeoutError):
-            seconds = self.limits.stall_timeout
-            today = StalledError(
-                seconds, f"no byte arrived for {seconds:g} s, and resuming failed: {why}"
-            )
-        elif isinstance(today, StreamClosedEarlyError):
-            today = StreamClosedEarlyError(f"{today.detail}; resuming failed: {why}")
-        today.__cause__ = err
-        return today
+        assert isinstance(err, Exception)
+        return resume_failure(err, self.limits, why)
 
     def stop_request(self) -> bytes | None:
         """The DELETE that stops the generation of a stream closed before its end (once): None
