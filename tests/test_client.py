@@ -357,7 +357,8 @@ def test_busy_slot_longer_than_wait_timeout(drive: Driver, server: ReplayServer)
     assert "after 0.3 s; to wait longer, raise wait_timeout (Limits.wait_timeout" in str(err)
     assert out.events == [Waiting(slot_busy=True)]
     assert 0.3 <= out.elapsed < HANG_GUARD  # the slot stays busy until the client gave up
-    assert server.paths() == ["/slots", CHAT]
+    # (and maybe the stop of the request left queued on the server: docs/client.md, RESUME)
+    assert [p for p in server.paths() if p != "/v1/stream"] == ["/slots", CHAT]
 
 
 def test_busy_slot_of_another_slot_does_not_matter(drive: Driver, server: ReplayServer) -> None:
@@ -419,7 +420,7 @@ def test_silent_busy_slot_is_bounded_by_wait_timeout(drive: Driver, server: Repl
     out.raised(WaitTimeoutError)
     # /slots said free; the late first byte made the client ask again: now it is processing
     assert out.events == [Waiting(slot_busy=True)] and 2.0 <= out.elapsed < HANG_GUARD
-    assert server.paths() == ["/slots", CHAT, "/slots"]
+    assert [p for p in server.paths() if p != "/v1/stream"] == ["/slots", CHAT, "/slots"]
 
 
 def test_busy_slot_recording_replayed_at_its_pace(drive: Driver, server: ReplayServer) -> None:
@@ -627,7 +628,7 @@ def test_no_byte_for_stall_timeout_is_stalled(drive: Driver, server: ReplayServe
     raw = load("content_only")
     # the server's pause ends when the client closes: only the stall can end the request
     server.script = [Reply(pause_at=event_offset(raw, 3), pause_s=60.0)]
-    out = drive.run(cfg(server, stall_timeout=0.25), req())
+    out = drive.run(cfg(server, stall_timeout=0.25, resume=False), req())  # (RESUME: test_resume)
     err = out.raised(StalledError)
     assert isinstance(err.__cause__, SseTimeoutError)
     assert str(err) == (
@@ -658,7 +659,7 @@ def test_the_same_silence_without_pings_is_a_stall(drive: Driver, server: Replay
 
 def test_body_cut_mid_line_is_closed_early(drive: Driver, server: ReplayServer) -> None:
     server.script = [Reply(cut_line=4)]  # a clean chunked end inside the 4th data line
-    out = drive.run(cfg(server), req())
+    out = drive.run(cfg(server, resume=False), req())  # today's error (RESUME: test_resume)
     err = out.raised(StreamClosedEarlyError)
     assert isinstance(err.__cause__, TruncatedError)
     assert out.events == expected("content_only")[0][:3]
@@ -667,7 +668,7 @@ def test_body_cut_mid_line_is_closed_early(drive: Driver, server: ReplayServer) 
 def test_chunked_encoding_cut_is_closed_early(drive: Driver, server: ReplayServer) -> None:
     raw = load("content_only")
     server.script = [Reply(cut_at=event_offset(raw, 3) + 10)]
-    out = drive.run(cfg(server), req())
+    out = drive.run(cfg(server, resume=False), req())  # today's error (RESUME: test_resume)
     err = out.raised(StreamClosedEarlyError)
     assert isinstance(err.__cause__, TruncatedError | SseIoError)
     assert out.events == expected("content_only")[0][:3]
@@ -678,7 +679,7 @@ def test_connection_reset_mid_stream_is_closed_early(drive: Driver, server: Repl
     server.script = [
         Reply(pause_at=event_offset(raw, 3), pause_s=0.1, cut_at=event_offset(raw, 3), rst=True)
     ]
-    out = drive.run(cfg(server), req())
+    out = drive.run(cfg(server, resume=False), req())  # today's error (RESUME: test_resume)
     err = out.raised(StreamClosedEarlyError)
     assert isinstance(err.__cause__, SseIoError | TruncatedError)
 

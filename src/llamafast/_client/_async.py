@@ -40,6 +40,7 @@ from .._core import (
     Phase,
     Receive,
     Release,
+    Resume,
     ServerCall,
     Sleep,
     StreamState,
@@ -69,6 +70,7 @@ from .._values import (
 from . import _transport
 from ._deliver import async_deliver
 from ._pool import AsyncPool
+from ._stop import stop_in_background
 from ._transport import SELECTED, Engine
 from ._waits import AsyncTurns, async_run_all, async_sleep_until
 
@@ -465,7 +467,11 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
                     events: list[ChatEvent] | None = sink.take()
                 except Exception:
                     events = None
-                events = events or core.next_events()
+                try:
+                    events = events or core.next_events()
+                except Resume:  # the connection broke: go on where it broke (rule RESUME)
+                    await self._resume()
+                    continue
                 if events:
                     if self._watch:
                         step = core.budget()
@@ -520,9 +526,21 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
             self._core.enter()
 
     def _release(self) -> None:
-        """Close every connection and leave the slot's line (idempotent)."""
+        """Close every connection and leave the slot's line (idempotent); a stream closed
+        before its end asks the server to stop generating (rule RESUME)."""
         self._close_all()
-        self._turns.wake(self._core.leave())
+        core = self._core
+        self._turns.wake(core.leave())
+        request = core.stop_request()
+        if request is not None:
+            stop_in_background(self._engine, self._target, self._ssl, request, core)
+
+    async def _resume(self) -> None:
+        """Carry out the core's resume; its answer goes on into the same Sink."""
+        core = self._core
+        await self._drive(core.resume(), [])
+        conn = self._conn = core.conn
+        conn.start_stream(core.sink, core.limits.stall_timeout)
 
     async def _before_stream(self) -> ChatEvent | None:
         """Carry out the core's phases up to the first byte: an event to hand out, or None once

@@ -11,6 +11,7 @@
 #   _lines       the per-slot lines (`Ticket`, `Lines`)
 #   _session     a client's state across requests (`Core`), the paths, a request's bytes
 #   _exchange    `Exchange`: the rules of the first byte, a load's wait, reading an answer
+#   _resume      `Resumable`: a broken stream resumed, a closed one stopped (rule RESUME)
 #   _chat        `ChatExchange`: the chat request, from its slot's line to its stream's end
 #   _calls       the whole-answer calls (`ServerCall`, `WholeCall`), embed and rerank bodies
 #   _stream      `StreamState`: what the clients' streams show
@@ -45,6 +46,7 @@ from ._commands import (
 from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
 from ._lines import Lines, Ticket
+from ._resume import STREAM_PATH, Resumable, Resume
 from ._session import (
     CHAT_PATH,
     CONTROL_PATH,
@@ -65,6 +67,7 @@ __all__ = [
     "MAX_ERROR_BODY",
     "MAX_SLOTS_BODY",
     "RERANK_PATH",
+    "STREAM_PATH",
     "Arrival",
     "ChatExchange",
     "Close",
@@ -79,6 +82,8 @@ __all__ = [
     "Phase",
     "Receive",
     "Release",
+    "Resumable",
+    "Resume",
     "ServerCall",
     "Sleep",
     "StreamState",

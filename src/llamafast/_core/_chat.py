@@ -42,8 +42,9 @@ from ._answers import (
 )
 from ._commands import Close, Emit, Phase, Release, WaitTurn
 from ._connection import Arrival
-from ._exchange import Exchange, answered, log
+from ._exchange import answered, log
 from ._lines import Ticket
+from ._resume import Resumable
 from ._session import CHAT_PATH, CONTROL_PATH, MAX_SLOTS_BODY, NEEDS_MODEL, Core
 
 __all__ = ["ChatExchange", "server_budget"]
@@ -59,7 +60,7 @@ def server_budget(core: Core, req: ChatRequest, limits: Limits) -> ChatRequest:
     return req
 
 
-class ChatExchange(Exchange):
+class ChatExchange(Resumable):
     """The rules of one request, from joining its slot's line to the end of its stream.
 
     Before the first byte (`phases`):
@@ -77,7 +78,8 @@ class ChatExchange(Exchange):
       and jitter (`Retrying`), then ConnectError or HttpError; any other non-200 answer is
       HttpError, not retried. Once any byte of an answer has come, nothing is sent again.
 
-    Once the stream has started (`next_events`, `budget_step`): nothing is retried; the
+    Once the stream has started (`next_events`, `budget_step`): nothing is sent again; a
+    broken connection is resumed where the server allows (`Resumable`, rule RESUME); the
     thinking budget asks the server once to end the reasoning (`ThinkingCapped`); reasoning
     past the hard cap is ThinkingOverrunError; the reader's errors map to the table of
     `map_stream_error`.
@@ -106,6 +108,7 @@ class ChatExchange(Exchange):
         # The budget went as the server's own `reasoning_budget_tokens` (`server_budget`).
         self.server_budget = bool(self.soft) and req.reasoning_budget_tokens == self.soft + 1
         self.watch_budget = bool(self.soft or self.hard_cap)
+        self.start_resumable()
 
     # --- the line ------------------------------------------------------------------------------
 
@@ -282,9 +285,15 @@ class ChatExchange(Exchange):
     def _post(self) -> Phase[None]:
         """POST the chat under the rules of the first byte until a 200 event-stream head (the
         stream may start); any other answer is its HttpError."""
-        status, parts = yield from self.first_byte_rules(self._post_once)
+        try:
+            status, parts = yield from self.first_byte_rules(self._post_once)
+        except (ConnectError, ProtocolError):
+            # It never reached the server, or what answered is no llama-server: nothing to stop
+            self.posted = False
+            raise
         if status == 200:
             return
+        self.posted = False  # the server answered the request: it generates nothing
         core = self.core
         refusal = self.refusal(status, text_of(parts))
         props = core.props
@@ -302,7 +311,7 @@ class ChatExchange(Exchange):
         limits = self.limits
         clock = core.clock
         what = f"POST {core.target.prefix}{CHAT_PATH}"
-        request = core.request("POST", CHAT_PATH, self.body)
+        request = self.post_request(self.body)
         connect_by = clock() + limits.connect_timeout
         conn, began = yield from self.send(
             request, connect_by, self.deadline, lambda c: self._first_byte(c, what)
@@ -385,6 +394,7 @@ class ChatExchange(Exchange):
                 return None
             return events
         except (SseError, ValueError, InferError) as err:
+            self.check_break(err)  # Resume, when the stream may go on (rule RESUME)
             mapped = self.stream_error(err)
             if mapped is err:
                 raise

@@ -66,6 +66,7 @@ class ResponseParser:
         "_buf",
         "_end",
         "_fault",
+        "_framed",
         "_framing",
         "_got",
         "_left",
@@ -99,6 +100,10 @@ class ResponseParser:
         self._state = HEAD
         self._framing = CLOSE
         self._left = 0  # body bytes left: of the current chunk, or of the Content-Length
+        # Body bytes framed so far (docs/client.md, rule RESUME): each chunk's size as its line
+        # is read, the Content-Length, a body until close's pieces; `body_read` takes `_left`
+        # off, so no piece of a framed body costs an addition.
+        self._framed = 0
         self._fault: HttpParseError | None = None
         self.status = 0
         self.headers: dict[str, str] = {}
@@ -119,6 +124,12 @@ class ResponseParser:
     def done(self) -> bool:
         """The body is complete by its own framing (a body until close never is)."""
         return self._state == DONE
+
+    @property
+    def body_read(self) -> int:
+        """Bytes of the body (after chunked decoding) handed out so far (rule RESUME: where a
+        resumed stream goes on)."""
+        return self._framed - self._left if self._state != HEAD else 0
 
     @property
     def fault(self) -> HttpParseError | None:
@@ -283,7 +294,9 @@ class ResponseParser:
             self._keep(view)
         else:
             out.append(view)
-        if not close:
+        if close:
+            self._framed += take
+        else:
             self._left -= take
             if not self._left:
                 self._state = DATA_END if self._framing == CHUNKED else DONE
@@ -344,6 +357,7 @@ class ResponseParser:
             return
         self.status, self.headers, self.keep_alive = status, headers, keep_alive
         self._framing, self._left, self._state = framing, left, state
+        self._framed = left
 
     def _line(self, state: int, line: bytes) -> None:
         """A chunk-size or trailer line, LF cut off. Both end in CRLF, with no other CR."""
@@ -359,6 +373,7 @@ class ResponseParser:
             if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
                 raise HttpParseError(f"a chunk size is not a hexadecimal number: {text[:40]!r}")
             self._left = int(digits, 16)
+            self._framed += self._left
             self._state = DATA if self._left else TRAILER
         else:  # a trailer field (skipped), or the blank line after them
             if not crlf:
