@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -260,3 +261,13 @@ def test_rerank_gives_one_span_and_errors_theirs(telemetry: Telemetry, kind: str
     assert ok.status.status_code is StatusCode.UNSET
     assert failed.status.status_code is StatusCode.ERROR
     assert failed.attributes["error.type"] == "HttpError"
+
+
+def test_without_opentelemetry_instrument_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # llamafast and llamafast.otel import without it; instrument() names the extra.
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    with pytest.raises(ImportError, match=r"pip install 'llamafast\[otel\]'"):
+        otel.instrument()
+    assert llamafast.Client._stream_type is llamafast.ClientStream
