@@ -104,6 +104,10 @@ class AsyncClient:
 
     _engine: ClassVar[Engine] = SELECTED
     _parallel: ClassVar[bool] = True  # the requests of one embed call run side by side
+    # The class of this client's streams: llamafast.otel swaps in a subclass that records a
+    # span (on the class for every client, on one client for that one); nothing else is
+    # checked per request, so an uninstrumented client does no telemetry work at all.
+    _stream_type: ClassVar[type[AsyncClientStream]]
 
     def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
         """`ssl_context`: what an https:// server is checked against (else a context trusting
@@ -148,7 +152,7 @@ class AsyncClient:
                 raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
             cfg = dataclasses.replace(cfg, limits=limits)
         req = server_budget(self._core, req, cfg.limits)
-        stream = AsyncClientStream(self, req, build_body(cfg, req), limits)
+        stream = self._stream_type(self, req, build_body(cfg, req), limits)
         with self._lock:
             self._streams.add(stream)
         return stream
@@ -588,3 +592,6 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
         sink = core.start_stream()
         self._assembler = sink.assembler
         conn.start_stream(sink, self._core.limits.stall_timeout)
+
+
+AsyncClient._stream_type = AsyncClientStream

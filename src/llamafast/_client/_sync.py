@@ -100,6 +100,10 @@ class Client:
 
     _engine: ClassVar[Engine] = SELECTED
     _parallel: ClassVar[bool] = False  # the requests of one embed call: one at a time
+    # The class of this client's streams: llamafast.otel swaps in a subclass that records a
+    # span (on the class for every client, on one client for that one); nothing else is
+    # checked per request, so an uninstrumented client does no telemetry work at all.
+    _stream_type: ClassVar[type[ClientStream]]
 
     def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
         """`ssl_context`: what an https:// server is checked against (else a context trusting
@@ -144,7 +148,7 @@ class Client:
                 raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
             cfg = dataclasses.replace(cfg, limits=limits)
         req = server_budget(self._core, req, cfg.limits)
-        stream = ClientStream(self, req, build_body(cfg, req), limits)
+        stream = self._stream_type(self, req, build_body(cfg, req), limits)
         with self._lock:
             self._streams.add(stream)
         return stream
@@ -580,3 +584,6 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         sink = core.start_stream()
         self._assembler = sink.assembler
         conn.start_stream(sink, self._core.limits.stall_timeout)
+
+
+Client._stream_type = ClientStream
