@@ -84,6 +84,21 @@ def running(cmd: list[str], port: int) -> Iterator[str]:
             stop(proc)
 
 
+def resident_kib(url: str) -> int:
+    """The resident memory (KiB) of the llama-server listening at `url` (Linux: /proc)."""
+    port = url.rsplit(":", 1)[1].encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            if args[0] == BINARY.encode() and port in args:
+                with open(f"/proc/{pid}/status") as f:
+                    return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+        except OSError:  # gone meanwhile
+            continue
+    raise LookupError(f"no llama-server process listens at {url}")
+
+
 def stop(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
     """Ends llama-server. Its SIGTERM handler takes the task queue's lock, so a signal that lands
     while the main thread holds that lock deadlocks the server for good: after `grace` seconds

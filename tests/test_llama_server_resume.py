@@ -14,6 +14,7 @@ import asyncio
 import json
 import random
 import socket
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from _llama import NEEDS_SERVER, serve_model
+from _llama import NEEDS_SERVER, resident_kib, serve_model
 from _loopback import LoopbackServer, peek_until, read_request
 from llamafast import Completion, Config, InferConfig, Limits
 
@@ -154,3 +155,19 @@ def test_a_stream_left_after_a_few_events_frees_its_slot(
     while busy(llama) and time.monotonic() < until:
         time.sleep(0.02)
     assert not busy(llama)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_servers_stream_buffers_do_not_grow_with_the_requests(llama: str) -> None:
+    # The server keeps a finished stream's buffer 300 s (about 15 KiB for a short answer),
+    # and frees it when a new stream takes its id: a client's streams in turn reuse the id
+    # of the last one read to its end, so 300 requests leave one buffer, not 300 (4.5 MB).
+    ask = [{"role": "user", "content": "Say hi."}]
+    with llamafast.Client(Config(InferConfig(url=llama), Limits(max_tokens=8))) as client:
+        for _ in range(30):
+            client.complete(ask)
+        before = resident_kib(llama)
+        for _ in range(300):
+            client.complete(ask)
+        grown = resident_kib(llama) - before
+    assert grown < 1500, f"the server grew by {grown} KiB over 300 requests"

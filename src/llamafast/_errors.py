@@ -35,6 +35,7 @@ __all__ = [
     "LoadTimeoutError",
     "NotUtf8Error",
     "ProtocolError",
+    "Resume",
     "SseError",
     "SseIoError",
     "SseTimeoutError",
@@ -438,6 +439,12 @@ class JsonFault(ValueError):
         super().__init__(f"{reason} at position {position}")
         self.reason = reason
         self.position = position
+
+
+class Resume(Exception):
+    """Raised by the chat exchange's `next_events` to its driver, never to a user: the
+    connection broke and the stream may be resumed (docs/client.md, rule RESUME); the driver
+    carries out `resume()`, then attaches the new connection to the Sink."""
 
 
 # --- misuse: the caller's bug, a RuntimeError that both twins raise word for word ----------

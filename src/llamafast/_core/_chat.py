@@ -456,6 +456,7 @@ class ChatExchange(Resumable):
         return mapped
 
     def finish(self, completion: Completion) -> Completion:
+        self.read_to_its_end()
         if self.capped:
             return dataclasses.replace(completion, thinking_capped=True)
         return completion

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._errors import InferError, ProtocolError, StalledError, server_message
+from .._errors import InferError, ProtocolError, Resume, StalledError, server_message
 from ._answers import is_break, resume_failure
 from ._commands import Close, Phase, Release
 from ._exchange import Exchange, answered
@@ -27,11 +27,6 @@ STREAM_PATH = "/v1/stream"
 CONVERSATION_HEADER = "X-Conversation-Id"
 # llama-server's 404 for a stream it no longer has; any other 404 means no resumable streams.
 EXPIRED = "Stream not found or expired"
-
-
-class Resume(Exception):
-    """Raised by `next_events` to the driver: the connection broke and the stream may be
-    resumed; carry out `resume()`, then attach the new connection (`conn`) to the Sink."""
 
 
 class Resumable(Exchange):
@@ -46,8 +41,15 @@ class Resumable(Exchange):
     def start_resumable(self) -> None:
         core = self.core
         resumable = self.limits.resume and core.resumable is not False
-        # Fresh and unguessable per request: another client of the server must not read it.
-        self.conv_id: str | None = os.urandom(16).hex() if resumable else None
+        # Unguessable (another client of the server must not read the stream), and never two
+        # requests in flight on one: a random one, or the id of this client's stream that
+        # was last read to its end (`spare_conv_ids`).
+        self.conv_id: str | None = None
+        if resumable:
+            try:
+                self.conv_id = core.spare_conv_ids.pop()
+            except IndexError:
+                self.conv_id = os.urandom(16).hex()
         self.offset = 0
         self.resumes = 0
         self.posted = False  # the POST went out: the server may be generating
@@ -135,6 +137,14 @@ class Resumable(Exchange):
         err = self.broken
         assert isinstance(err, Exception)
         return resume_failure(err, self.limits, why)
+
+    def read_to_its_end(self) -> None:
+        """The stream was read to its end: its id may carry this client's next stream. The
+        server keeps a finished stream's buffer for minutes (300 s), and frees it when a new
+        stream takes its id: so it holds one per stream in flight, not one per request."""
+        spare = self.core.spare_conv_ids
+        if self.conv_id is not None and len(spare) < self.core.limits.max_connections:
+            spare.append(self.conv_id)
 
     def stop_request(self) -> bytes | None:
         """The DELETE that stops the generation of a stream closed before its end (once): None

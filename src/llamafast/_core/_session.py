@@ -78,6 +78,7 @@ class Core:
         # Does the server resume streams (docs/client.md, rule RESUME)? False once a /v1/stream
         # request was answered as by a server without them: no conversation id is sent then.
         self.resumable: bool | None = None
+        self.spare_conv_ids: list[str] = []  # of streams read to their end (RESUME)
         self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
