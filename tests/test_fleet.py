@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from llamafast import Config, InferConfig, System, User
+from llamafast import Config, InferConfig, System, User, build_body
 from llamafast._core._fleet import choose, conversation_key, locate, normal_url, score
 from llamafast._values import ChatRequest
 
@@ -118,6 +118,13 @@ def test_the_key_comes_from_the_first_messages_or_the_conversation() -> None:
     assert conversation_key(other) != conversation_key(turn1)
     named = ChatRequest(None, [User("x")], conversation="agent-7")
     assert conversation_key(named) == "agent-7"
+
+
+def test_the_conversation_is_never_sent_and_must_be_text() -> None:
+    plain = build_body(Config(), ChatRequest(None, [User("x")]))
+    assert build_body(Config(), ChatRequest(None, [User("x")], conversation="c")) == plain
+    with pytest.raises(ValueError, match="conversation must be a string or None, not 7"):
+        build_body(Config(), ChatRequest(None, [User("x")], conversation=7))  # type: ignore[arg-type]
 
 
 # --- the config ---------------------------------------------------------------------------------

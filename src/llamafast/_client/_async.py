@@ -37,6 +37,7 @@ from .._core import (
     Done,
     EmbedPlan,
     Emit,
+    Fleet,
     Phase,
     Receive,
     Release,
@@ -64,6 +65,7 @@ from .._values import (
     ModelInfo,
     Ranked,
     ServerProps,
+    ServerState,
 )
 from . import _transport
 from ._deliver import async_deliver
@@ -109,10 +111,15 @@ class AsyncClient:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
-        self._core = Core(cfg, sink=self._engine.Sink)
+        # One Core and one pool per server (rule FLEET); the first is the one of a lone url.
+        self._fleet = Fleet.of(cfg, sink=self._engine.Sink)
+        self._core = self._fleet.cores[0]
         self._target = self._core.target
         self._turns = AsyncTurns()
-        self._pool = AsyncPool(cfg.limits.max_connections)
+        self._servers = [
+            (core.target, AsyncPool(cfg.limits.max_connections)) for core in self._fleet.cores
+        ]
+        self._pool = self._servers[0][1]
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
         self._streams: weakref.WeakSet[AsyncClientStream] = weakref.WeakSet()
@@ -182,17 +189,19 @@ class AsyncClient:
         `model`: the `model` field (InferConfig.model when None); `limits`: this call's."""
         plan = EmbedPlan(self._core, texts, model, limits)
         vectors = self._engine.Vectors(plan.n)
+        cores = self._fleet.up_cores(self._core.clock())  # the batches spread over them
 
         async def batch(first: int, count: int) -> None:
-            call = WholeCall(
-                self._core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
-            )
+            core = cores[first // plan.limits.embed_batch % len(cores)]
+            call = WholeCall(core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits)
             status, parts = await self._call(call.phases())
             if status != 200:
                 raise call.not_served(status, parts, "--embeddings", "embeddings")
             vectors.add(parts, first, count)
 
-        width = await self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
+        width = 1
+        if self._parallel and len(plan.batches) > 1:
+            width = sum([await self._width(plan, core) for core in cores])
         await async_run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
         result: Embeddings = vectors.finish()
         return result
@@ -211,16 +220,15 @@ class AsyncClient:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        call = WholeCall(self._core, "POST", RERANK_PATH, body)
+        call = WholeCall(self._up(), "POST", RERANK_PATH, body)
         status, parts = await self._call(call.phases())
         if status != 200:
             raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
-    async def _width(self, plan: EmbedPlan) -> int:
-        """Requests of one call at once: the server's slot count (GET /slots, once per
-        client; one when the server does not say)."""
-        core = self._core
+    async def _width(self, plan: EmbedPlan, core: Core) -> int:
+        """Requests of one call at once on `core`'s server: its slot count (GET /slots, once
+        per client; one when the server does not say)."""
         if core.slot_count is None:
             ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
             try:
@@ -235,7 +243,7 @@ class AsyncClient:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
         reset, a 503, a model loading, another slot count or context size than it said)."""
-        return await self._call(ServerCall(self._core).props())
+        return await self._call(ServerCall(self._up()).props())
 
     async def count_tokens(
         self,
@@ -249,28 +257,38 @@ class AsyncClient:
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
         request = chat_request(req, fields)
         body = build_body(self._cfg, request).encode("utf-8")
-        return await self._call(ServerCall(self._core).count_tokens(body, request.model))
+        return await self._call(ServerCall(self._up()).count_tokens(body, request.model))
 
     async def models(self) -> tuple[ModelInfo, ...]:
         """The models of a router-mode server (`GET /models`) with their state ("loaded",
         "loading", "unloaded", ...); a server with one model lists it, "loaded"."""
-        return await self._call(ServerCall(self._core).models())
+        return await self._call(ServerCall(self._up()).models())
 
     async def load_model(self, id: str) -> None:
         """Load model `id` on a router-mode server and wait until it is loaded (at most
         `load_timeout`: LoadTimeoutError). One already loaded is no error; an unknown one is
         ValueError naming it."""
-        await self._call(ServerCall(self._core).load_model(id))
+        await self._call(ServerCall(self._up()).load_model(id))
 
     async def unload_model(self, id: str) -> None:
         """Unload model `id` on a router-mode server; one not running is no error, an unknown
         one is ValueError naming it."""
-        await self._call(ServerCall(self._core).unload_model(id))
+        await self._call(ServerCall(self._up()).unload_model(id))
+
+    def servers(self) -> tuple[ServerState, ...]:
+        """Each server of the client, in the order of urls (rule FLEET): its URL in normal
+        form, whether it is up (not skipped after a refused connection), its slot count (0
+        until learnt) and this client's requests on it now."""
+        return self._fleet.states(self._core.clock())
+
+    def _up(self) -> Core:
+        """The server for a call of no conversation: the least busy one that is up."""
+        return self._fleet.any_up(self._core.clock())
 
     async def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        commands = _Commands(self._engine, self._target, self._ssl, self._turns, self._pool)
+        commands = _Commands(self._engine, self._servers, self._ssl, self._turns)
         try:
             done = await commands._drive(phase, [])
         finally:
@@ -287,7 +305,8 @@ class AsyncClient:
             streams = list(self._streams)
         for stream in streams:
             await stream.aclose()
-        self._pool.close()
+        for _, pool in self._servers:
+            pool.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -301,22 +320,21 @@ class AsyncClient:
 
 class _Commands:
     """What carries out the core's commands for one call or one stream: the connections it
-    holds (`_conns`), the client's kept ones (`_pool`), the slot lines' waits (`_turns`);
-    `_closed` once closed from elsewhere."""
+    holds (`_conns`), the client's servers and the kept connections of each (`_servers`: the
+    target and pool of each `Connect.server`), the slot lines' waits (`_turns`); `_closed`
+    once closed from elsewhere."""
 
     def __init__(
         self,
         engine: Engine,
-        target: Target,
+        servers: list[tuple[Target, AsyncPool]],
         tls: ssl.SSLContext | None,
         turns: AsyncTurns,
-        pool: AsyncPool,
     ) -> None:
         self._engine = engine
-        self._target = target
+        self._servers = servers
         self._ssl = tls
         self._turns = turns
-        self._pool = pool
         self._conns: list[Any] = []  # every connection this request holds
         self._closed = False
 
@@ -370,7 +388,7 @@ class _Commands:
         """`cmd.request` sent on a connection: a kept one (rule KEEP-ALIVE), else a new one;
         after a `stale` one, a new one. A kept one that fails the send is dropped the same
         way."""
-        pool = self._pool
+        target, pool = self._servers[cmd.server]
         fresh = cmd.stale is not None
         if fresh:
             self._conns.remove(cmd.stale)
@@ -386,7 +404,7 @@ class _Commands:
                 pool.stale(conn)
             await pool.acquire(cmd.queue_until, True, bool(self._conns))
         try:
-            conn = await self._engine.AsyncConnection.open(self._target, cmd.until, self._ssl)
+            conn = await self._engine.AsyncConnection.open(target, cmd.until, self._ssl)
         except BaseException:
             pool.unreserve()
             raise
@@ -401,7 +419,11 @@ class _Commands:
         """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
         if conn in self._conns:
             self._conns.remove(conn)
-        self._pool.put(conn, streamed)
+        pool = conn.pool  # its server's (rule FLEET); None once closed
+        if pool is None:
+            conn.close()
+        else:
+            pool.put(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -419,7 +441,7 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
         self, client: AsyncClient, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        super().__init__(client._engine, client._target, client._ssl, client._turns, client._pool)
+        super().__init__(client._engine, client._servers, client._ssl, client._turns)
         self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
@@ -495,6 +517,12 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
         events.reverse()
         self._batch = events
         return events.pop()
+
+    @property
+    def server(self) -> str:
+        """The URL of the server that answered (or is to), in normal form, no password (rule
+        FLEET)."""
+        return str(self._core.core.server)
 
     async def aclose(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent; the

@@ -33,6 +33,7 @@ from .._core import (
     Done,
     EmbedPlan,
     Emit,
+    Fleet,
     Phase,
     Receive,
     Release,
@@ -60,6 +61,7 @@ from .._values import (
     ModelInfo,
     Ranked,
     ServerProps,
+    ServerState,
 )
 from . import _transport
 from ._deliver import deliver
@@ -105,10 +107,15 @@ class Client:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
-        self._core = Core(cfg, sink=self._engine.Sink)
+        # One Core and one pool per server (rule FLEET); the first is the one of a lone url.
+        self._fleet = Fleet.of(cfg, sink=self._engine.Sink)
+        self._core = self._fleet.cores[0]
         self._target = self._core.target
         self._turns = Turns()
-        self._pool = Pool(cfg.limits.max_connections)
+        self._servers = [
+            (core.target, Pool(cfg.limits.max_connections)) for core in self._fleet.cores
+        ]
+        self._pool = self._servers[0][1]
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
         self._streams: weakref.WeakSet[ClientStream] = weakref.WeakSet()
@@ -174,17 +181,19 @@ class Client:
         `model`: the `model` field (InferConfig.model when None); `limits`: this call's."""
         plan = EmbedPlan(self._core, texts, model, limits)
         vectors = self._engine.Vectors(plan.n)
+        cores = self._fleet.up_cores(self._core.clock())  # the batches spread over them
 
         def batch(first: int, count: int) -> None:
-            call = WholeCall(
-                self._core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
-            )
+            core = cores[first // plan.limits.embed_batch % len(cores)]
+            call = WholeCall(core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits)
             status, parts = self._call(call.phases())
             if status != 200:
                 raise call.not_served(status, parts, "--embeddings", "embeddings")
             vectors.add(parts, first, count)
 
-        width = self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
+        width = 1
+        if self._parallel and len(plan.batches) > 1:
+            width = sum([self._width(plan, core) for core in cores])
         run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
         result: Embeddings = vectors.finish()
         return result
@@ -203,16 +212,15 @@ class Client:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        call = WholeCall(self._core, "POST", RERANK_PATH, body)
+        call = WholeCall(self._up(), "POST", RERANK_PATH, body)
         status, parts = self._call(call.phases())
         if status != 200:
             raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
-    def _width(self, plan: EmbedPlan) -> int:
-        """Requests of one call at once: the server's slot count (GET /slots, once per
-        client; one when the server does not say)."""
-        core = self._core
+    def _width(self, plan: EmbedPlan, core: Core) -> int:
+        """Requests of one call at once on `core`'s server: its slot count (GET /slots, once
+        per client; one when the server does not say)."""
         if core.slot_count is None:
             ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
             try:
@@ -227,7 +235,7 @@ class Client:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
         reset, a 503, a model loading, another slot count or context size than it said)."""
-        return self._call(ServerCall(self._core).props())
+        return self._call(ServerCall(self._up()).props())
 
     def count_tokens(
         self,
@@ -241,28 +249,38 @@ class Client:
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
         request = chat_request(req, fields)
         body = build_body(self._cfg, request).encode("utf-8")
-        return self._call(ServerCall(self._core).count_tokens(body, request.model))
+        return self._call(ServerCall(self._up()).count_tokens(body, request.model))
 
     def models(self) -> tuple[ModelInfo, ...]:
         """The models of a router-mode server (`GET /models`) with their state ("loaded",
         "loading", "unloaded", ...); a server with one model lists it, "loaded"."""
-        return self._call(ServerCall(self._core).models())
+        return self._call(ServerCall(self._up()).models())
 
     def load_model(self, id: str) -> None:
         """Load model `id` on a router-mode server and wait until it is loaded (at most
         `load_timeout`: LoadTimeoutError). One already loaded is no error; an unknown one is
         ValueError naming it."""
-        self._call(ServerCall(self._core).load_model(id))
+        self._call(ServerCall(self._up()).load_model(id))
 
     def unload_model(self, id: str) -> None:
         """Unload model `id` on a router-mode server; one not running is no error, an unknown
         one is ValueError naming it."""
-        self._call(ServerCall(self._core).unload_model(id))
+        self._call(ServerCall(self._up()).unload_model(id))
+
+    def servers(self) -> tuple[ServerState, ...]:
+        """Each server of the client, in the order of urls (rule FLEET): its URL in normal
+        form, whether it is up (not skipped after a refused connection), its slot count (0
+        until learnt) and this client's requests on it now."""
+        return self._fleet.states(self._core.clock())
+
+    def _up(self) -> Core:
+        """The server for a call of no conversation: the least busy one that is up."""
+        return self._fleet.any_up(self._core.clock())
 
     def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        commands = _Commands(self._engine, self._target, self._ssl, self._turns, self._pool)
+        commands = _Commands(self._engine, self._servers, self._ssl, self._turns)
         try:
             done = commands._drive(phase, [])
         finally:
@@ -279,7 +297,8 @@ class Client:
             streams = list(self._streams)
         for stream in streams:
             stream.close()
-        self._pool.close()
+        for _, pool in self._servers:
+            pool.close()
 
     def __enter__(self) -> Client:
         return self
@@ -293,22 +312,21 @@ class Client:
 
 class _Commands:
     """What carries out the core's commands for one call or one stream: the connections it
-    holds (`_conns`), the client's kept ones (`_pool`), the slot lines' waits (`_turns`);
-    `_closed` once closed from elsewhere."""
+    holds (`_conns`), the client's servers and the kept connections of each (`_servers`: the
+    target and pool of each `Connect.server`), the slot lines' waits (`_turns`); `_closed`
+    once closed from elsewhere."""
 
     def __init__(
         self,
         engine: Engine,
-        target: Target,
+        servers: list[tuple[Target, Pool]],
         tls: ssl.SSLContext | None,
         turns: Turns,
-        pool: Pool,
     ) -> None:
         self._engine = engine
-        self._target = target
+        self._servers = servers
         self._ssl = tls
         self._turns = turns
-        self._pool = pool
         self._conns: list[Any] = []  # every connection this request holds
         self._closed = False
 
@@ -362,7 +380,7 @@ class _Commands:
         """`cmd.request` sent on a connection: a kept one (rule KEEP-ALIVE), else a new one;
         after a `stale` one, a new one. A kept one that fails the send is dropped the same
         way."""
-        pool = self._pool
+        target, pool = self._servers[cmd.server]
         fresh = cmd.stale is not None
         if fresh:
             self._conns.remove(cmd.stale)
@@ -378,7 +396,7 @@ class _Commands:
                 pool.stale(conn)
             pool.acquire(cmd.queue_until, True, bool(self._conns))
         try:
-            conn = self._engine.SyncConnection.open(self._target, cmd.until, self._ssl)
+            conn = self._engine.SyncConnection.open(target, cmd.until, self._ssl)
         except BaseException:
             pool.unreserve()
             raise
@@ -393,7 +411,11 @@ class _Commands:
         """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
         if conn in self._conns:
             self._conns.remove(conn)
-        self._pool.put(conn, streamed)
+        pool = conn.pool  # its server's (rule FLEET); None once closed
+        if pool is None:
+            conn.close()
+        else:
+            pool.put(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -411,7 +433,7 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         self, client: Client, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        super().__init__(client._engine, client._target, client._ssl, client._turns, client._pool)
+        super().__init__(client._engine, client._servers, client._ssl, client._turns)
         self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
@@ -487,6 +509,12 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         events.reverse()
         self._batch = events
         return events.pop()
+
+    @property
+    def server(self) -> str:
+        """The URL of the server that answered (or is to), in normal form, no password (rule
+        FLEET)."""
+        return str(self._core.core.server)
 
     def close(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent; the

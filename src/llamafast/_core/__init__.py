@@ -9,6 +9,7 @@
 #   _connection  what the core reads of a connection (`Arrival`, a Protocol)
 #   _answers     the readers of whole answers, and the mapping of a stream's faults
 #   _lines       the per-slot lines (`Ticket`, `Lines`)
+#   _fleet       several servers: the rendezvous choice of one, their counts (`Fleet`)
 #   _session     a client's state across requests (`Core`), the paths, a request's bytes
 #   _exchange    `Exchange`: the rules of the first byte, a load's wait, reading an answer
 #   _chat        `ChatExchange`: the chat request, from its slot's line to its stream's end
@@ -44,6 +45,7 @@ from ._commands import (
 )
 from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
+from ._fleet import Fleet
 from ._lines import Lines, Ticket
 from ._session import (
     CHAT_PATH,
@@ -74,6 +76,7 @@ __all__ = [
     "EmbedPlan",
     "Emit",
     "Exchange",
+    "Fleet",
     "Lines",
     "ParsedResponse",
     "Phase",

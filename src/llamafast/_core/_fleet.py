@@ -16,14 +16,13 @@ import errno
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from .._config import Config
 from .._url import Target
 from .._values import ChatRequest, ServerState, System, User
-
-if TYPE_CHECKING:
-    from ._session import Core
+from ._session import Core
 
 __all__ = [
     "DOWN_MAX_S",
@@ -151,6 +150,12 @@ class Fleet:
             core.index = index
             core.server = self.urls[index]
             core.lines = cores[0].lines  # numbered slots are the fleet's: one line per slot
+
+    @classmethod
+    def of(cls, cfg: Config, sink: Callable[[int], Any] | None = None) -> Fleet:
+        """The servers of `cfg`: its `urls`, else its one `url`."""
+        urls = cfg.infer.urls or (cfg.infer.url,)
+        return cls([Core(cfg, sink=sink, url=url) for url in urls])
 
     def _up(self, now: float) -> list[bool]:
         return [now >= until for until in self._down_until]
