@@ -17,9 +17,14 @@ import pytest
 
 import llamafast
 from _drivers import FAST, Driver, Outcome
+from _embed import EmbedServer, embed_handler, vector_for
+from _keepalive import KeepAliveServer
 from _server import ReplayServer
 from llamafast import ChatRequest, Config, InferConfig, Limits, ServerState, System, User
 from llamafast._core import _fleet
+
+
+EMBED = "/v1/embeddings"
 
 
 @contextlib.contextmanager
@@ -174,6 +179,55 @@ def test_a_server_this_client_fills_gives_way_to_the_least_busy_other(kind: str)
         assert during[home].busy == 1 and during[home].slots == 1
         assert elsewhere != during[home].url
         assert all(s.busy == 0 for s in after)
+
+
+def test_each_server_has_its_own_kept_connections(drive: Driver) -> None:
+    with KeepAliveServer() as a, KeepAliveServer() as b:
+        srvs: list[Any] = [a, b]
+        cfg = fleet_cfg(srvs, max_connections=1)
+        homes = {_home(srvs, conversation(i, 0)): i for i in range(20)}
+        assert len(homes) == 2
+        reqs = [conversation(homes[n % 2], n // 2) for n in range(6)]  # a, b, a, b, ...
+        outs, _ = turns(drive, cfg, reqs)
+        for out in outs:
+            out.ok()
+        for srv in srvs:  # one connection each, carrying its /slots and its three chats
+            assert srv.accepted == 1
+            assert [p for _, p in srv.answered].count("/v1/chat/completions") == 3
+
+
+def _call(kind: str, cfg: Config, method: str, *args: Any, **kw: Any) -> tuple[Any, Any]:
+    """`client.method(*args, **kw)` on a new client of `kind`; its result and `servers()`."""
+    if kind == "sync":
+        with llamafast.Client(cfg) as client:
+            return getattr(client, method)(*args, **kw), client.servers()
+
+    async def main() -> tuple[Any, Any]:
+        async with llamafast.AsyncClient(cfg) as client:
+            return await getattr(client, method)(*args, **kw), client.servers()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_whole_answer_goes_to_a_server_that_is_up(kind: str) -> None:
+    with KeepAliveServer() as a, KeepAliveServer() as b:
+        a.refuse()
+        models, states = _call(kind, fleet_cfg([a, b]), "models")
+        assert models
+        assert [s.up for s in states] == [False, True]
+        assert b.answered and not a.answered
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_embeddings_batches_spread_over_every_server(kind: str) -> None:
+    texts = [f"text number {i}" for i in range(20)]
+    with EmbedServer(embed_handler(dim=6)) as a, EmbedServer(embed_handler(dim=6)) as b:
+        cfg = fleet_cfg([a, b], embed_batch=5)
+        vectors, _ = _call(kind, cfg, "embed", texts)
+        assert vectors.tolist() == [vector_for(t, 6) for t in texts]  # float32 exactly
+        for srv in (a, b):
+            assert sum(len(body["input"]) for p, body in srv.bodies if p == EMBED) == 10
 
 
 def test_numbered_slots_count_across_servers(drive: Driver) -> None:
