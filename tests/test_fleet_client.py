@@ -23,7 +23,6 @@ from _server import ReplayServer
 from llamafast import ChatRequest, Config, InferConfig, Limits, ServerState, System, User
 from llamafast._core import _fleet
 
-
 EMBED = "/v1/embeddings"
 
 

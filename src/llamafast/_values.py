@@ -35,7 +35,6 @@ __all__ = [
     "Reasoning",
     "Retrying",
     "ServerProps",
-    "ServerState",
     "SseItem",
     "System",
     "Text",
@@ -404,18 +403,6 @@ class ServerProps:
     model: str
     modalities: frozenset[str]
     slots: int
-
-
-@dataclass(frozen=True, slots=True)
-class ServerState:
-    """One of the client's servers (`client.servers()`): `url` in its normal form (no user
-    or password), `up` (False while the client skips it after a refused connection), `slots`
-    (its slot count, 0 until learnt) and `busy` (this client's requests on it now)."""
-
-    url: str
-    up: bool
-    slots: int
-    busy: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from .._core import (
     Receive,
     Release,
     ServerCall,
+    ServerState,
     Sleep,
     StreamState,
     WaitTurn,
@@ -65,7 +66,6 @@ from .._values import (
     ModelInfo,
     Ranked,
     ServerProps,
-    ServerState,
 )
 from . import _transport
 from ._deliver import async_deliver

@@ -38,6 +38,7 @@ from .._core import (
     Receive,
     Release,
     ServerCall,
+    ServerState,
     Sleep,
     StreamState,
     WaitTurn,
@@ -61,7 +62,6 @@ from .._values import (
     ModelInfo,
     Ranked,
     ServerProps,
-    ServerState,
 )
 from . import _transport
 from ._deliver import deliver

@@ -45,7 +45,7 @@ from ._commands import (
 )
 from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
-from ._fleet import Fleet
+from ._fleet import Fleet, ServerState
 from ._lines import Lines, Ticket
 from ._session import (
     CHAT_PATH,
@@ -83,6 +83,7 @@ __all__ = [
     "Receive",
     "Release",
     "ServerCall",
+    "ServerState",
     "Sleep",
     "StreamState",
     "Ticket",

@@ -17,17 +17,19 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._config import Config
 from .._url import Target
-from .._values import ChatRequest, ServerState, System, User
+from .._values import ChatRequest, System, User
 from ._session import Core
 
 __all__ = [
     "DOWN_MAX_S",
     "DOWN_S",
     "Fleet",
+    "ServerState",
     "choose",
     "conversation_key",
     "locate",
@@ -39,6 +41,18 @@ __all__ = [
 DOWN_S = 1.0  # a server that refused is skipped this long, doubled per refusal in a row,
 DOWN_MAX_S = 30.0  # at most this long; then it is tried again
 _UNREACHABLE = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """One of the client's servers (`client.servers()`): `url` in its normal form (no user
+    or password), `up` (False while the client skips it after a refused connection), `slots`
+    (its slot count, 0 until learnt) and `busy` (this client's requests on it now)."""
+
+    url: str
+    up: bool
+    slots: int
+    busy: int
 
 
 def normal_url(url: str) -> str:
