@@ -239,6 +239,10 @@ class AsyncClient:
                 pass
         return plan.width(core.slot_count)
 
+    def _up(self) -> Core:
+        """The server for a call of no conversation: the least busy one that is up."""
+        return self._fleet.any_up(self._core.clock())
+
     async def props(self) -> ServerProps:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
@@ -276,14 +280,9 @@ class AsyncClient:
         await self._call(ServerCall(self._up()).unload_model(id))
 
     def servers(self) -> tuple[ServerState, ...]:
-        """Each server of the client, in the order of urls (rule FLEET): its URL in normal
-        form, whether it is up (not skipped after a refused connection), its slot count (0
-        until learnt) and this client's requests on it now."""
+        """Each server, in the order of urls: its URL (normal form), whether it is up, its slot
+        count (0 until learnt), this client's requests on it now (docs/client.md, rule FLEET)."""
         return self._fleet.states(self._core.clock())
-
-    def _up(self) -> Core:
-        """The server for a call of no conversation: the least busy one that is up."""
-        return self._fleet.any_up(self._core.clock())
 
     async def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
