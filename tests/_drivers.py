@@ -104,6 +104,11 @@ class SyncDriver:
         out.elapsed = time.monotonic() - t0
         return out
 
+    def run_in_turn(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+        """`reqs` one after the other on one client (what it learns carries over)."""
+        with self.module.Client(cfg) as client:
+            return [self.run_on(client, r) for r in reqs]
+
     def run_many(
         self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None
     ) -> list[Outcome]:
@@ -175,6 +180,15 @@ class AsyncDriver:
                     out.completion = stream.completion
 
         return await timed_outcome(body)
+
+    def run_in_turn(self, cfg: Config, reqs: list[ChatRequest]) -> list[Outcome]:
+        """`reqs` one after the other on one client (what it learns carries over)."""
+
+        async def main() -> list[Outcome]:
+            async with self.module.AsyncClient(cfg) as client:
+                return [await self.run_on(client, r) for r in reqs]
+
+        return asyncio.run(main())
 
     def run_many(
         self, cfg: Config, reqs: list[ChatRequest], on_done: OnDone | None = None

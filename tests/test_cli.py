@@ -1325,6 +1325,6 @@ def test_url_replaces_the_urls_of_the_config(
     config = tmp_path / "c.toml"
     config.write_text('[infer]\nurls = ["http://127.0.0.1:9", "http://127.0.0.1:10"]\n')
     with ReplayServer() as srv:
-        status, out, _ = run(["chat", "--url", srv.url, "--config", str(config), "hi"], capsys)
+        status, _, _ = run(["chat", "--url", srv.url, "--config", str(config), "hi"], capsys)
         assert status == 0
         assert len(srv.chat_logs()) == 1

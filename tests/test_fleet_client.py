@@ -19,6 +19,7 @@ import llamafast
 from _drivers import FAST, Driver, Outcome
 from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
+from _resumable import EOF, ResumableServer, body_of
 from _server import ReplayServer
 from llamafast import ChatRequest, Config, InferConfig, Limits, ServerState, System, User
 from llamafast._core import _fleet
@@ -227,6 +228,28 @@ def test_embeddings_batches_spread_over_every_server(kind: str) -> None:
         assert vectors.tolist() == [vector_for(t, 6) for t in texts]  # float32 exactly
         for srv in (a, b):
             assert sum(len(body["input"]) for p, body in srv.bodies if p == EMBED) == 10
+
+
+def test_a_broken_stream_resumes_and_a_closed_one_stops_on_its_own_server(drive: Driver) -> None:
+    # docs/client.md, rules FLEET and RESUME: the GET and the DELETE go where the POST went.
+    length = len(body_of("reasoning_then_content"))
+    ask = ChatRequest(None, [User("hi")], thinking=True)
+    with ResumableServer() as alone:
+        whole = drive.run(Config(InferConfig(url=alone.url), Limits(**FAST)), ask).ok()
+    with ResumableServer() as one, ResumableServer() as two:
+        srvs: list[Any] = [one, two]
+        home, other = (one, two) if _home(srvs, ask) == 0 else (two, one)
+        home.breaks = {0: (length // 2, EOF)}
+        assert drive.run(fleet_cfg(srvs), ask).ok() == whole
+
+        def sent() -> list[str]:
+            return [s.method for s in home.sent if s.path != "/slots"]
+
+        assert sent() == ["POST", "GET"]
+        drive.run(fleet_cfg(srvs), ask, stop_after=2)
+        assert home.deleted.wait(10)
+        assert sent() == ["POST", "GET", "POST", "DELETE"]
+        assert not other.sent
 
 
 def test_numbered_slots_count_across_servers(drive: Driver) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,11 +19,15 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from _drivers import cfg
+from _drivers import FAST
+from _drivers import cfg as any_cfg
 from _keepalive import AFTER, BEFORE, CUT, DURING, STALL, SURPLUS, KeepAliveServer
 from llamafast import Completion, ProtocolError, Retrying, StalledError, WaitTimeoutError
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+# The connections counted here are the requests' own: no stop request (DELETE /v1/stream) after
+# a stream closed early (docs/client.md, rule RESUME; tests/test_resume.py has those).
+cfg = functools.partial(any_cfg, base={**FAST, "resume": False})
 
 
 class SyncUse:

@@ -20,7 +20,7 @@ PACKAGE = Path(llamafast.__file__).resolve().parent
 # after it. The ground floor is the package's own flat modules (values, errors, settings,
 # build_body); the top (the package, `pure`, `__main__`) may import any room.
 ROOMS = ["ground", "_engine", "_recordings", "_core", "_client", "_cli", "top"]
-TOP = {"__init__", "pure", "__main__"}
+TOP = {"__init__", "pure", "__main__", "otel"}
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60

@@ -97,7 +97,7 @@ def think_request(url: str) -> ChatRequest:
 
 def check_capped(events: list[ChatEvent], completion: Completion, budget: int) -> None:
     capped = [e for e in events if isinstance(e, ThinkingCapped)]
-    assert len(capped) == 1 and capped[0].tokens > budget, events[:50]
+    assert len(capped) == 1 and capped[0].tokens >= budget, events[:50]
     assert completion.thinking_capped
     assert completion.reasoning_content and completion.finish_reason in FinishReason
     at = events.index(capped[0])
@@ -106,8 +106,14 @@ def check_capped(events: list[ChatEvent], completion: Completion, budget: int) -
     assert completion.reasoning_tokens < 256
 
 
-def test_stream_with_thinking_ended_through_the_control_endpoint(llama: str) -> None:
+@pytest.mark.parametrize("honoured", [True, False])
+def test_stream_with_thinking_ended_at_the_budget(llama: str, honoured: bool) -> None:
+    # This server ends the reasoning at the request's reasoning_budget_tokens: the budget goes
+    # as its own, and the reasoning stops at it. Where a server is known not to honour it, the
+    # client asks it to end the reasoning (the control endpoint), a few tokens past the budget.
     client = Client(config(llama, thinking_budget=16))
+    if not honoured:
+        client._core.budget_honoured = False  # as if an earlier answer had shown it
     events: list[ChatEvent] = []
     with client.stream(think_request(llama)) as stream:
         for event in stream:
@@ -115,19 +121,29 @@ def test_stream_with_thinking_ended_through_the_control_endpoint(llama: str) -> 
         completion = stream.completion
     check_capped(events, completion, 16)
     assert completion.id.startswith("chatcmpl")
+    assert client._core.budget_honoured is honoured
+    if honoured:
+        assert completion.reasoning_tokens == 16 and ThinkingCapped(16) in events
+    else:
+        assert completion.reasoning_tokens > 16
 
 
-def test_async_stream_with_thinking_ended(llama: str) -> None:
+@pytest.mark.parametrize("honoured", [True, False])
+def test_async_stream_with_thinking_ended(llama: str, honoured: bool) -> None:
     req = think_request(llama)
 
     async def main() -> tuple[list[ChatEvent], Completion]:
         async with AsyncClient(config(llama, thinking_budget=16)) as client:
+            if not honoured:
+                client._core.budget_honoured = False
             events: list[ChatEvent] = []
             completion = await client.complete(req, events.append)
+            assert client._core.budget_honoured is honoured
             return events, completion
 
     events, completion = asyncio.run(main())
     check_capped(events, completion, 16)
+    assert (completion.reasoning_tokens == 16) is honoured
 
 
 def test_answer_without_thinking(llama: str) -> None:
@@ -280,6 +296,7 @@ def test_slot_none_lets_the_server_pick_and_runs_concurrently(llama: str) -> Non
 def test_api_key_is_sent_on_every_request(llama_with_key: str) -> None:
     # /slots, chat and (with a budget) the control endpoint all need the key on this server
     client = Client(config(llama_with_key, api_key=API_KEY, thinking_budget=8))
+    client._core.budget_honoured = False  # the budget through the control endpoint
     completion = client.complete(
         ChatRequest(0, [User("Think, then say hello.")], thinking=True, max_tokens=48)
     )

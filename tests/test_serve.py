@@ -8,6 +8,7 @@ from __future__ import annotations
 import array
 import base64
 import contextlib
+import dataclasses
 import http.client
 import json
 import os
@@ -29,6 +30,7 @@ import llamafast
 import llamafast.pure
 from llamafast import (
     ChatRequest,
+    Completion,
     Config,
     HttpError,
     InferConfig,
@@ -486,13 +488,9 @@ def test_odd_messages_still_get_an_answer(messages: Any) -> None:
 # --- the README's llama-server command line, against the real one ------------------------------
 
 
-@pytest.mark.llama_server
-@pytest.mark.skipif(
-    not (os.environ.get("LLAMAFAST_LLAMA_SERVER") and os.environ.get("LLAMAFAST_TEST_MODEL")),
-    reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
-    "(a GGUF file) to run against a real llama-server",
-)
-def test_the_readme_command_line_gives_what_the_examples_need() -> None:
+@contextlib.contextmanager
+def readme_server() -> Iterator[str]:
+    """The real llama-server started with the README's command line: its URL."""
     from _llama import free_port, running
 
     (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
@@ -502,6 +500,63 @@ def test_the_readme_command_line_gives_what_the_examples_need() -> None:
     args[args.index("model.gguf")] = os.environ["LLAMAFAST_TEST_MODEL"]
     args[args.index("--port") + 1] = str(port)
     with running(args, port) as url:
+        yield url
+
+
+def filled(value: Any, name: str = "") -> set[str]:
+    """The (dotted) names of a result's fields that hold something: not None, empty or 0."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: set[str] = set()
+        for field in dataclasses.fields(value):
+            out |= filled(getattr(value, field.name), f"{name}{field.name}.")
+        return out
+    held = value is not None and value is not False and value != 0 and len(str(value)) > 0
+    return {name.rstrip(".")} if held and value != () else set()
+
+
+def say_hi(url: str, thinking: bool, client_class: Any = llamafast.Client) -> Completion:
+    with client_class(Config(InferConfig(url=url), Limits(max_tokens=24))) as client:
+        return client.complete(ChatRequest(0, [User("Hi")], thinking=thinking))
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("client_class", [llamafast.Client, llamafast.pure.Client])
+def test_serves_streams_end_with_the_servers_counts(
+    srv: RecordedServer, thinking: bool, client_class: Any
+) -> None:
+    # Recorded as every client stream asks (stream_options.include_usage): `done.usage` is the
+    # server's count, against serve as against llama-server.
+    host, port = srv.server_address[:2]
+    usage = say_hi(f"http://{host}:{port}", thinking, client_class).usage
+    assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
+
+
+@pytest.mark.llama_server
+@pytest.mark.skipif(
+    not (os.environ.get("LLAMAFAST_LLAMA_SERVER") and os.environ.get("LLAMAFAST_TEST_MODEL")),
+    reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
+    "(a GGUF file) to run against a real llama-server",
+)
+@pytest.mark.parametrize("thinking", [True, False])
+def test_serve_fills_every_field_the_real_server_fills(srv: RecordedServer, thinking: bool) -> None:
+    # `serve` stands in for the real server: what a client reads from one (the usage counts of
+    # a stream included), it reads from the other.
+    with readme_server() as url:
+        real = filled(say_hi(url, thinking))
+    host, port = srv.server_address[:2]
+    served = filled(say_hi(f"http://{host}:{port}", thinking))
+    assert {"usage.prompt_tokens", "usage.completion_tokens", "timings.prompt_n"} <= real
+    assert real - served == set(), f"filled by llama-server, not by serve: {real - served}"
+
+
+@pytest.mark.llama_server
+@pytest.mark.skipif(
+    not (os.environ.get("LLAMAFAST_LLAMA_SERVER") and os.environ.get("LLAMAFAST_TEST_MODEL")),
+    reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
+    "(a GGUF file) to run against a real llama-server",
+)
+def test_the_readme_command_line_gives_what_the_examples_need() -> None:
+    with readme_server() as url:
         for mod in (llamafast, llamafast.pure):
             with mod.Client(Config(InferConfig(url=url), Limits(max_tokens=24))) as client:
                 # slot 1 exists (-np 2: the asyncio example), and the reasoning comes apart

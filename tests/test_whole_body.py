@@ -99,6 +99,46 @@ def test_a_declared_length_past_the_limit_is_refused_before_allocating(impl: Any
     assert parser.body_left == 0
 
 
+def _resident() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads /proc/self/statm")
+def test_a_declared_length_holds_no_memory_before_its_bytes_come(impl: Any) -> None:
+    # A head may declare up to the call's limit (2 GiB for embeddings) and send little: the
+    # buffer of a whole body costs what has come, not what was declared.
+    declared = 1 << 30
+    parser = impl.ResponseParser()
+    for _ in fill(parser, head(declared) + BODY[:10], []):
+        pass
+    before = _resident()
+    assert parser.whole(1 << 31, [BODY[:10]])
+    free = parser.free()
+    free[:1000] = BODY[10:1010]
+    del free
+    assert parser.filled(1000) == []
+    assert parser.body_left == declared - 1010
+    assert _resident() - before < 256 << 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_pure_twins_buffer_grows_past_its_up_front_size(seed: int, monkeypatch: Any) -> None:
+    # Past UP_FRONT the pure twin's buffer grows as the bytes come: the same body, however cut.
+    from llamafast._engine import _http_py
+
+    monkeypatch.setattr(_http_py, "UP_FRONT", 4096)
+    raw = head(len(BODY)) + BODY
+    cuts = sorted(random.Random(seed).sample(range(1, len(raw)), 7))
+    parser, body = read_whole(_http_py, raw, cuts, len(BODY))
+    assert body == BODY and parser.done
+    parser = _http_py.ResponseParser()
+    for _ in fill(parser, head(len(BODY)), []):
+        pass
+    assert parser.whole(len(BODY), [])
+    assert len(parser.free()) == 4096  # the rest lands where room was made for it
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_chunked_body_grows_one_buffer(impl: Any, seed: int) -> None:
     raw = chunked(BODY)

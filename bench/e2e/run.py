@@ -57,6 +57,7 @@ ASYNC_OPENAI, SYNC_OPENAI = "openai-async", "openai-sync"
 ASYNC_ROWS = [
     "llamafast-async",
     "llamafast-async-complete",
+    "llamafast-async-otel",
     "aiohttp-aiter_chat",
     "aiohttp-json",
     "httpx-sse-async",
@@ -70,6 +71,7 @@ SYNC_ROWS = ["llamafast-sync", "httpx-sse-sync", SYNC_OPENAI, SYNC_FLOOR, "floor
 LABELS = {
     "llamafast-async": "llamafast `AsyncClient`",
     "llamafast-async-complete": "llamafast `AsyncClient.complete(req, on_event)`",
+    "llamafast-async-otel": "llamafast `AsyncClient`, llamafast.otel on (SDK spans and metrics)",
     "llamafast-sync": "llamafast `Client`",
     "aiohttp-aiter_chat": "aiohttp + `aiter_chat` (no client)",
     "aiohttp-json": "hand-written aiohttp + split + `json.loads`",

@@ -79,6 +79,29 @@ def _llamafast_async(host: str, port: int, prefix: str, chunks: int) -> Any:
     return one, close
 
 
+@client(ASYNC, "llamafast-async-otel")
+def _llamafast_async_otel(host: str, port: int, prefix: str, chunks: int) -> Any:
+    """`llamafast-async` with llamafast.otel on (every client): each request's span goes to the
+    OpenTelemetry SDK (a simple processor, its exporter keeping nothing) and its metrics to the
+    SDK's meter provider, read once at the end."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    from llamafast import otel
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return _llamafast_async(host, port, prefix, chunks)
+
+
 @client(ASYNC, "llamafast-async-complete")
 def _llamafast_async_complete(host: str, port: int, prefix: str, chunks: int) -> Any:
     """`AsyncClient.complete` with a plain function: the events are handed out from the

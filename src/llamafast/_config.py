@@ -337,6 +337,13 @@ class Limits:
         doc="connections open to one server at once for one call, whatever its /slots "
         "claims (docs/client.md, rule FAN-OUT)",
     )
+    resume: bool = field(
+        default=True,
+        metadata={
+            "doc": "resume a broken stream where the server supports it, and stop the "
+            "generation of a stream closed early (docs/client.md, rule RESUME)"
+        },
+    )
 
     def __post_init__(self) -> None:
         _check(self, "limits")

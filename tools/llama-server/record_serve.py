@@ -34,6 +34,8 @@ PRIMES = {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItem
 def chat(messages: list[dict[str, Any]], stream: bool, **fields: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "tiny", "messages": messages, "id_slot": 0, **COMMON}
     body["stream"] = stream
+    if stream:  # as the client sends every stream: the last chunk carries the server's counts
+        body["stream_options"] = {"include_usage": True}
     body["reasoning_control"] = True
     return {**body, **SAMPLING, **fields}
 

@@ -28,6 +28,7 @@ __all__ = [
     "IDLE_S",
     "AsyncPool",
     "Pool",
+    "give_back",
     "keep_alive_terms",
     "leave_pool",
     "renew",
@@ -109,8 +110,7 @@ class Pool:
             self._untimed(conn)
             if now < conn.idle_until and conn.alive():
                 return conn, False, dead
-            if _closed_for_a_stream(conn, now):
-                self.closes_after_stream = True  # learnt
+            self._seen_closed(conn, now)
             dead.append(conn)
         if holding or self._open - len(dead) < self.limit:
             self._open += 1
@@ -177,11 +177,16 @@ class Pool:
                 self._idle.remove(conn)
         self._notify()
 
-    def stale(self, conn: Any) -> None:
-        """`conn`, kept, ended before any byte of its answer: the server had closed it. After
-        a streamed answer, and before its Keep-Alive timeout: the server closes those."""
-        if _closed_for_a_stream(conn, time.monotonic()):
+    def _seen_closed(self, conn: Any, now: float) -> None:
+        """`conn`, kept or being kept, was found closed by the server: within AFTER_STREAM_S
+        of a streamed answer's end, that server closes after streams (learnt); later, it may
+        have been an idle timeout, which teaches nothing."""
+        if _closed_for_a_stream(conn, now):
             self.closes_after_stream = True
+
+    def stale(self, conn: Any) -> None:
+        """`conn`, kept, ended before any byte of its answer: the server had closed it."""
+        self._seen_closed(conn, time.monotonic())
         self.resent += 1
         conn.close()
 
@@ -194,8 +199,10 @@ class Pool:
         timeout, most = keep_alive_terms(parser.headers)
         if most is not None:
             conn.most = min(conn.most, conn.uses - 1 + most)
-        if streamed and parser.done and parser.keep_alive and (conn.eof or conn.error):
-            self.closes_after_stream = True  # it said keep-alive, and closed as the stream ended
+        conn.after_stream = streamed
+        conn.idle_since = time.monotonic()
+        if parser.done and parser.keep_alive and (conn.eof or conn.error):
+            self._seen_closed(conn, conn.idle_since)  # it said keep-alive, and closed
         keep = (
             parser.done
             and parser.keep_alive
@@ -211,13 +218,10 @@ class Pool:
             return
         idle = IDLE_S if timeout is None else min(IDLE_S, timeout - MARGIN_S)
         conn.renew()
-        if not conn.alive():  # closed as the answer ended: after a stream, that is learnt
-            if streamed:
-                self.closes_after_stream = True
+        if not conn.alive():  # closed as the answer ended
+            self._seen_closed(conn, conn.idle_since)
             conn.close()
             return
-        conn.after_stream = streamed
-        conn.idle_since = time.monotonic()
         conn.idle_until = conn.idle_since + idle
         with self._cond:
             if self._closed:
@@ -337,6 +341,15 @@ def renew(conn: Any) -> None:
     conn.stalled = False
     conn.clock = conn.waker = conn.deliver = None
     conn.reused = True
+
+
+def give_back(conn: Any, streamed: bool) -> None:
+    """`conn`'s answer was read to its end: its pool (its server's) keeps it or closes it."""
+    pool = conn.pool
+    if pool is None:  # closed meanwhile
+        conn.close()
+    else:
+        pool.put(conn, streamed)
 
 
 def leave_pool(conn: Any) -> None:

@@ -29,7 +29,6 @@ from .._core import (
     ChatExchange,
     Close,
     Connect,
-    Core,
     Done,
     EmbedPlan,
     Emit,
@@ -37,6 +36,7 @@ from .._core import (
     Phase,
     Receive,
     Release,
+    Resume,
     ServerCall,
     ServerState,
     Sleep,
@@ -46,6 +46,7 @@ from .._core import (
     read_ranked,
     read_slots,
     rerank_body,
+    server_budget,
     step,
     text_of,
 )
@@ -65,11 +66,13 @@ from .._values import (
 )
 from . import _transport
 from ._deliver import deliver
-from ._pool import Pool
+from ._pool import Pool, give_back
+from ._stop import stop_in_background
 from ._transport import SELECTED, Engine
 from ._waits import Turns, run_all, sleep_until
 
 T = TypeVar("T")
+_Servers = list[tuple[Target, Pool]]  # each server's target and pool, in the order of urls
 
 __all__ = ["Client", "ClientStream"]
 
@@ -99,6 +102,10 @@ class Client:
 
     _engine: ClassVar[Engine] = SELECTED
     _parallel: ClassVar[bool] = False  # the requests of one embed call: one at a time
+    # The class of this client's streams: llamafast.otel swaps in a subclass that records a
+    # span (on the class for every client, on one client for that one); nothing else is
+    # checked per request, so an uninstrumented client does no telemetry work at all.
+    _stream_type: ClassVar[type[ClientStream]]
 
     def __init__(self, cfg: Config, *, ssl_context: ssl.SSLContext | None = None) -> None:
         """`ssl_context`: what an https:// server is checked against (else a context trusting
@@ -107,14 +114,12 @@ class Client:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
-        # One Core and one pool per server (rule FLEET); the first is the one of a lone url.
-        self._fleet = Fleet.of(cfg, sink=self._engine.Sink)
-        self._core = self._fleet.cores[0]
+        self._fleet = Fleet.of(cfg, sink=self._engine.Sink)  # a Core and a pool per server
+        self._core = self._fleet.cores[0]  # the first: the one of a lone url
         self._target = self._core.target
         self._turns = Turns()
-        self._servers = [
-            (core.target, Pool(cfg.limits.max_connections)) for core in self._fleet.cores
-        ]
+        limit = cfg.limits.max_connections
+        self._servers = [(core.target, Pool(limit)) for core in self._fleet.cores]
         self._pool = self._servers[0][1]
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
@@ -147,7 +152,8 @@ class Client:
             if not isinstance(limits, Limits):
                 raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
             cfg = dataclasses.replace(cfg, limits=limits)
-        stream = ClientStream(self, req, build_body(cfg, req), limits)
+        req = server_budget(self._core, req, cfg.limits)
+        stream = self._stream_type(self, req, build_body(cfg, req), limits)
         with self._lock:
             self._streams.add(stream)
         return stream
@@ -181,19 +187,17 @@ class Client:
         `model`: the `model` field (InferConfig.model when None); `limits`: this call's."""
         plan = EmbedPlan(self._core, texts, model, limits)
         vectors = self._engine.Vectors(plan.n)
-        cores = self._fleet.up_cores(self._core.clock())  # the batches spread over them
 
         def batch(first: int, count: int) -> None:
-            core = cores[first // plan.limits.embed_batch % len(cores)]
-            call = WholeCall(core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits)
+            call = WholeCall(
+                plan.core(first), "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
+            )
             status, parts = self._call(call.phases())
             if status != 200:
                 raise call.not_served(status, parts, "--embeddings", "embeddings")
             vectors.add(parts, first, count)
 
-        width = 1
-        if self._parallel and len(plan.batches) > 1:
-            width = sum([self._width(plan, core) for core in cores])
+        width = self._width(plan) if self._parallel and len(plan.batches) > 1 else 1
         run_all([functools.partial(batch, f, c) for f, c in plan.batches], width)
         result: Embeddings = vectors.finish()
         return result
@@ -212,34 +216,31 @@ class Client:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        call = WholeCall(self._up(), "POST", RERANK_PATH, body)
+        call = WholeCall(self._fleet.any_up(), "POST", RERANK_PATH, body)
         status, parts = self._call(call.phases())
         if status != 200:
             raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
-    def _width(self, plan: EmbedPlan, core: Core) -> int:
-        """Requests of one call at once on `core`'s server: its slot count (GET /slots, once
-        per client; one when the server does not say)."""
-        if core.slot_count is None:
-            ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
-            try:
-                status, parts = self._call(ask.phases())
-                if status == 200:
-                    core.slot_count = len(read_slots(text_of(parts)))
-            except (OSError, InferError):
-                pass
-        return plan.width(core.slot_count)
-
-    def _up(self) -> Core:
-        """The server for a call of no conversation: the least busy one that is up."""
-        return self._fleet.any_up(self._core.clock())
+    def _width(self, plan: EmbedPlan) -> int:
+        """Requests of one call at once: on each of its servers, the server's slot count (GET
+        /slots, once per client; one when the server does not say)."""
+        for core in plan.cores:
+            if core.slot_count is None:
+                ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
+                try:
+                    status, parts = self._call(ask.phases())
+                    if status == 200:
+                        core.slot_count = len(read_slots(text_of(parts)))
+                except (OSError, InferError):
+                    pass
+        return sum(plan.width(core.slot_count) for core in plan.cores)
 
     def props(self) -> ServerProps:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
         reset, a 503, a model loading, another slot count or context size than it said)."""
-        return self._call(ServerCall(self._up()).props())
+        return self._call(ServerCall(self._fleet.any_up()).props())
 
     def count_tokens(
         self,
@@ -253,28 +254,27 @@ class Client:
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
         request = chat_request(req, fields)
         body = build_body(self._cfg, request).encode("utf-8")
-        return self._call(ServerCall(self._up()).count_tokens(body, request.model))
+        return self._call(ServerCall(self._fleet.any_up()).count_tokens(body, request.model))
 
     def models(self) -> tuple[ModelInfo, ...]:
         """The models of a router-mode server (`GET /models`) with their state ("loaded",
         "loading", "unloaded", ...); a server with one model lists it, "loaded"."""
-        return self._call(ServerCall(self._up()).models())
+        return self._call(ServerCall(self._fleet.any_up()).models())
 
     def load_model(self, id: str) -> None:
         """Load model `id` on a router-mode server and wait until it is loaded (at most
         `load_timeout`: LoadTimeoutError). One already loaded is no error; an unknown one is
         ValueError naming it."""
-        self._call(ServerCall(self._up()).load_model(id))
+        self._call(ServerCall(self._fleet.any_up()).load_model(id))
 
     def unload_model(self, id: str) -> None:
         """Unload model `id` on a router-mode server; one not running is no error, an unknown
         one is ValueError naming it."""
-        self._call(ServerCall(self._up()).unload_model(id))
+        self._call(ServerCall(self._fleet.any_up()).unload_model(id))
 
     def servers(self) -> tuple[ServerState, ...]:
-        """Each server, in the order of urls: its URL (normal form), whether it is up, its slot
-        count (0 until learnt), this client's requests on it now (docs/client.md, rule FLEET)."""
-        return self._fleet.states(self._core.clock())
+        """Each server (url, up, slots, this client's busy requests): docs/client.md, FLEET."""
+        return self._fleet.states()
 
     def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
@@ -310,17 +310,11 @@ class Client:
 
 
 class _Commands:
-    """What carries out the core's commands for one call or one stream: the connections it
-    holds (`_conns`), the client's servers and the kept connections of each (`_servers`: the
-    target and pool of each `Connect.server`), the slot lines' waits (`_turns`); `_closed`
-    once closed from elsewhere."""
+    """What carries out the core's commands for one call or stream: its connections (`_conns`),
+    each server's target and pool (`_servers`), the lines' waits (`_turns`); `_closed`."""
 
     def __init__(
-        self,
-        engine: Engine,
-        servers: list[tuple[Target, Pool]],
-        tls: ssl.SSLContext | None,
-        turns: Turns,
+        self, engine: Engine, servers: _Servers, tls: ssl.SSLContext | None, turns: Turns
     ) -> None:
         self._engine = engine
         self._servers = servers
@@ -410,11 +404,7 @@ class _Commands:
         """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
         if conn in self._conns:
             self._conns.remove(conn)
-        pool = conn.pool  # its server's (rule FLEET); None once closed
-        if pool is None:
-            conn.close()
-        else:
-            pool.put(conn, streamed)
+        give_back(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -476,7 +466,11 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
                     events: list[ChatEvent] | None = sink.take()
                 except Exception:
                     events = None
-                events = events or core.next_events()
+                try:
+                    events = events or core.next_events()
+                except Resume:  # the connection broke: go on where it broke (rule RESUME)
+                    self._resume()
+                    continue
                 if events:
                     if self._watch:
                         step = core.budget()
@@ -509,12 +503,6 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         self._batch = events
         return events.pop()
 
-    @property
-    def server(self) -> str:
-        """The URL of the server that answered (or is to), in normal form, no password (rule
-        FLEET)."""
-        return str(self._core.core.server)
-
     def close(self) -> None:
         """Close the connection now and give up the slot; iteration stops. Idempotent; the
         sync client's may be called from another thread to end a read that is blocked."""
@@ -537,9 +525,21 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
             self._core.enter()
 
     def _release(self) -> None:
-        """Close every connection and leave the slot's line (idempotent)."""
+        """Close every connection and leave the slot's line (idempotent); a stream closed
+        before its end asks the server to stop generating (rule RESUME)."""
         self._close_all()
-        self._turns.wake(self._core.leave())
+        core = self._core
+        self._turns.wake(core.leave())
+        request = core.stop_request()
+        if request is not None:  # to the server that answered (rule FLEET)
+            stop_in_background(self._engine, core.core.target, self._ssl, request, core)
+
+    def _resume(self) -> None:
+        """Carry out the core's resume; its answer goes on into the same Sink."""
+        core = self._core
+        self._drive(core.resume(), [])
+        conn = self._conn = core.conn
+        conn.start_stream(core.sink, core.limits.stall_timeout)
 
     def _before_stream(self) -> ChatEvent | None:
         """Carry out the core's phases up to the first byte: an event to hand out, or None once
@@ -587,3 +587,6 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         sink = core.start_stream()
         self._assembler = sink.assembler
         conn.start_stream(sink, self._core.limits.stall_timeout)
+
+
+Client._stream_type = ClientStream

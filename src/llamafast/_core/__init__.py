@@ -12,6 +12,7 @@
 #   _fleet       several servers: the rendezvous choice of one, their counts (`Fleet`)
 #   _session     a client's state across requests (`Core`), the paths, a request's bytes
 #   _exchange    `Exchange`: the rules of the first byte, a load's wait, reading an answer
+#   _resume      `Resumable`: a broken stream resumed, a closed one stopped (rule RESUME)
 #   _chat        `ChatExchange`: the chat request, from its slot's line to its stream's end
 #   _calls       the whole-answer calls (`ServerCall`, `WholeCall`), embed and rerank bodies
 #   _stream      `StreamState`: what the clients' streams show
@@ -30,7 +31,7 @@ from ._answers import (
     text_of,
 )
 from ._calls import EmbedPlan, ServerCall, WholeCall, rerank_body
-from ._chat import ChatExchange
+from ._chat import ChatExchange, server_budget
 from ._commands import (
     Close,
     Connect,
@@ -47,6 +48,7 @@ from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
 from ._fleet import Fleet, ServerState
 from ._lines import Lines, Ticket
+from ._resume import STREAM_PATH, Resumable, Resume
 from ._session import (
     CHAT_PATH,
     CONTROL_PATH,
@@ -67,6 +69,7 @@ __all__ = [
     "MAX_ERROR_BODY",
     "MAX_SLOTS_BODY",
     "RERANK_PATH",
+    "STREAM_PATH",
     "Arrival",
     "ChatExchange",
     "Close",
@@ -82,6 +85,8 @@ __all__ = [
     "Phase",
     "Receive",
     "Release",
+    "Resumable",
+    "Resume",
     "ServerCall",
     "ServerState",
     "Sleep",
@@ -102,6 +107,7 @@ __all__ = [
     "read_slots",
     "request_bytes",
     "rerank_body",
+    "server_budget",
     "step",
     "text_of",
 ]

@@ -200,6 +200,27 @@ def map_stream_error(err: Exception, limits: Limits) -> InferError:
     return ProtocolError(f"the server sent a malformed response body: {err!r}")
 
 
+def resume_failure(err: Exception, limits: Limits, why: str) -> InferError:
+    """The error of today for a break that could not be resumed (docs/client.md, rule RESUME):
+    the one `map_stream_error` gives, saying why resuming failed, the reader's error its
+    `__cause__`."""
+    today = map_stream_error(err, limits)
+    if isinstance(err, SseTimeoutError):
+        seconds = limits.stall_timeout
+        today = StalledError(
+            seconds, f"no byte arrived for {seconds:g} s, and resuming failed: {why}"
+        )
+    elif isinstance(today, StreamClosedEarlyError):
+        today = StreamClosedEarlyError(f"{today.detail}; resuming failed: {why}")
+    today.__cause__ = err
+    return today
+
+
+def is_break(err: BaseException) -> bool:
+    """A break of the connection, not a fault of the answer: a reset, a stall, a cut."""
+    return isinstance(err, (SseIoError, SseTimeoutError, TruncatedError))
+
+
 def describe(err: BaseException) -> str:
     return str(err) if isinstance(err, InferError) else f"{type(err).__name__}: {err}"
 

@@ -43,15 +43,26 @@ from ._answers import (
 )
 from ._commands import Close, Emit, Phase, Release, WaitTurn
 from ._connection import Arrival
-from ._exchange import Exchange, answered, log
+from ._exchange import answered, log
 from ._fleet import Fleet, conversation_key, locate
 from ._lines import Ticket
+from ._resume import Resumable
 from ._session import CHAT_PATH, CONTROL_PATH, MAX_SLOTS_BODY, NEEDS_MODEL, Core
 
-__all__ = ["ChatExchange"]
+__all__ = ["ChatExchange", "server_budget"]
 
 
-class ChatExchange(Exchange):
+def server_budget(core: Core, req: ChatRequest, limits: Limits) -> ChatRequest:
+    """`req` with the thinking budget as the server's own `reasoning_budget_tokens` (BUDGET),
+    unless the request gives one or the server was seen not to honour it. The server counts
+    the end of the reasoning it forces as one of the budget's tokens: budget + 1."""
+    budget = limits.thinking_budget
+    if budget and req.reasoning_budget_tokens is None and core.budget_honoured is not False:
+        return dataclasses.replace(req, reasoning_budget_tokens=budget + 1)
+    return req
+
+
+class ChatExchange(Resumable):
     """The rules of one request, from joining its slot's line to the end of its stream.
 
     Before the first byte (`phases`):
@@ -69,7 +80,8 @@ class ChatExchange(Exchange):
       and jitter (`Retrying`), then ConnectError or HttpError; any other non-200 answer is
       HttpError, not retried. Once any byte of an answer has come, nothing is sent again.
 
-    Once the stream has started (`next_events`, `budget_step`): nothing is retried; the
+    Once the stream has started (`next_events`, `budget_step`): nothing is sent again; a
+    broken connection is resumed where the server allows (`Resumable`, rule RESUME); the
     thinking budget asks the server once to end the reasoning (`ThinkingCapped`); reasoning
     past the hard cap is ThinkingOverrunError; the reader's errors map to the table of
     `map_stream_error`.
@@ -95,7 +107,10 @@ class ChatExchange(Exchange):
         self.soft = limits.thinking_budget
         self.hard_cap = limits.thinking_hard_cap
         self.asked = False  # reasoning_end was sent (once)
+        # The budget went as the server's own `reasoning_budget_tokens` (`server_budget`).
+        self.server_budget = bool(self.soft) and req.reasoning_budget_tokens == self.soft + 1
         self.watch_budget = bool(self.soft or self.hard_cap)
+        self.start_resumable()
 
     # --- the line ------------------------------------------------------------------------------
 
@@ -324,9 +339,15 @@ class ChatExchange(Exchange):
     def _post(self) -> Phase[None]:
         """POST the chat under the rules of the first byte until a 200 event-stream head (the
         stream may start); any other answer is its HttpError."""
-        status, parts = yield from self.first_byte_rules(self._post_once)
+        try:
+            status, parts = yield from self.first_byte_rules(self._post_once)
+        except (ConnectError, ProtocolError):
+            # It never reached the server, or what answered is no llama-server: nothing to stop
+            self.posted = False
+            raise
         if status == 200:
             return
+        self.posted = False  # the server answered the request: it generates nothing
         core = self.core
         refusal = self.refusal(status, text_of(parts))
         props = core.props
@@ -344,7 +365,7 @@ class ChatExchange(Exchange):
         limits = self.limits
         clock = core.clock
         what = f"POST {core.target.prefix}{CHAT_PATH}"
-        request = core.request("POST", CHAT_PATH, self.body)
+        request = self.post_request(self.body)
         connect_by = clock() + limits.connect_timeout
         conn, began = yield from self.send(
             request, connect_by, self.deadline, lambda c: self._first_byte(c, what)
@@ -427,6 +448,7 @@ class ChatExchange(Exchange):
                 return None
             return events
         except (SseError, ValueError, InferError) as err:
+            self.check_break(err)  # Resume, when the stream may go on (rule RESUME)
             mapped = self.stream_error(err)
             if mapped is err:
                 raise
@@ -441,12 +463,22 @@ class ChatExchange(Exchange):
 
     def budget_step(self, in_reasoning: bool, tokens: int, cid: str | None) -> Phase[None] | None:
         if not in_reasoning:
+            if self.server_budget and tokens == self.soft and not self.capped:
+                # Ended at the budget sent as the server's own: the server ended it (BUDGET).
+                self.core.budget_honoured = True
+                self.capped = True
+                return self._said(ThinkingCapped(tokens))
             return None
         if self.soft and not self.asked and tokens > self.soft and cid:
+            if self.server_budget:  # past the budget sent as its own: it does not end it
+                self.core.budget_honoured = False
             self.asked = True
             return self._end_reasoning(cid, tokens)
         self._check_overrun(tokens)
         return None
+
+    def _said(self, event: ChatEvent) -> Phase[None]:
+        yield self._say(event)
 
     def _check_overrun(self, tokens: int) -> None:
         if self.hard_cap and tokens > self.hard_cap:

@@ -29,6 +29,10 @@ class ParsedResponse(Protocol):
     @property
     def overflow(self) -> bool: ...
 
+    @property
+    def body_read(self) -> int:
+        """Bytes of the body, after chunked decoding, handed out so far (rule RESUME)."""
+
     def eof(self) -> None:
         """The connection ended: TruncatedError or HttpParseError if the body is not
         complete."""

@@ -185,17 +185,18 @@ class Fleet:
             self.busy[index] += 1
             return index
 
-    def any_up(self, now: float) -> Core:
+    def any_up(self, now: float | None = None) -> Core:
         """A server for a request of no conversation (props, models, counts): the least busy
-        one that is up."""
+        one that is up (`now`: the clock's, else the servers')."""
+        now = self.cores[0].clock() if now is None else now
         with self._lock:
             slots = [core.slot_count for core in self.cores]
             return self.cores[choose(None, self.urls, self.busy, slots, self._up(now))]
 
-    def up_cores(self, now: float) -> list[Core]:
+    def up_cores(self) -> list[Core]:
         """The servers that are up (all of them when none is)."""
         with self._lock:
-            up = self._up(now)
+            up = self._up(self.cores[0].clock())
         return [c for c, u in zip(self.cores, up, strict=True) if u] or list(self.cores)
 
     def take(self, index: int) -> None:
@@ -222,9 +223,10 @@ class Fleet:
                 self._refusals[index] = 0
                 self._down_until[index] = 0.0
 
-    def states(self, now: float) -> tuple[ServerState, ...]:
+    def states(self) -> tuple[ServerState, ...]:
+        """Each server's `ServerState`, in the order of urls."""
         with self._lock:
-            up = self._up(now)
+            up = self._up(self.cores[0].clock())
             return tuple(
                 ServerState(url, up[i], self.cores[i].slot_count or 0, self.busy[i])
                 for i, url in enumerate(self.urls)

@@ -79,6 +79,12 @@ class Core:
         self.input_tokens: bool | None = None
         self.ready_models: set[str] = set()
         self.router: bool | None = None  # a router (several models, /slots per model)?
+        # Learnt from the first answer sent with it (BUDGET): does the server end the
+        # reasoning at the request's `reasoning_budget_tokens`?
+        self.budget_honoured: bool | None = None
+        # Does the server resume streams (docs/client.md, rule RESUME)? False once a /v1/stream
+        # request was answered as by a server without them: no conversation id is sent then.
+        self.resumable: bool | None = None
         self.sink = _twins.SELECTED.Sink if sink is None else sink
         key = cfg.infer.api_key
         # Every request the clients make carries the key (llama-server's --api-key), or the
@@ -96,10 +102,15 @@ class Core:
         self.input_tokens = None
         self.ready_models.clear()
         self.router = None
+        self.budget_honoured = None
+        self.resumable = None
 
-    def request(self, method: str, path: str, body: bytes | None = None) -> bytes:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, extra: bytes = b""
+    ) -> bytes:
         """One HTTP/1.1 request to the server, head and body. The head but its Content-Length
-        is the same for every request of one method and path: written once per client."""
+        (and the `extra` header lines of a body's request) is the same for every request of one
+        method and path: written once per client."""
         key = (method, path, body is not None)
         head = self._heads.get(key)
         if head is None:
@@ -113,7 +124,12 @@ class Core:
         if body is None:
             return head
         # The head ends with its blank line: the Content-Length goes before it.
-        return b"%sContent-Length: %d\r\n\r\n%s" % (head[:-2], len(body), body)
+        return b"%s%sContent-Length: %d\r\n\r\n%s" % (head[:-2], extra, len(body), body)
+
+    def request_once(self, method: str, path: str) -> bytes:
+        """A request without a body whose path is its own (a query naming one stream): its
+        head is not kept."""
+        return request_bytes(method, self.target, self.target.path(path), None, self.headers)
 
     def __repr__(self) -> str:
         return f"Core({self.target.url!r})"

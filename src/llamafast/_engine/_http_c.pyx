@@ -101,6 +101,7 @@ cdef class ResponseParser:
     cdef bint _line1  # the status line of the head being read was checked
     cdef int _state, _framing
     cdef long long _left
+    cdef long long _framed  # body bytes framed so far (the pure twin's, rule RESUME)
     cdef object _fault
     cdef public int status
     cdef public dict headers
@@ -135,6 +136,7 @@ cdef class ResponseParser:
         self._state = HEAD
         self._framing = CLOSE
         self._left = 0
+        self._framed = 0
         self._fault = None
         self.status = 0
         self.headers = {}
@@ -153,6 +155,11 @@ cdef class ResponseParser:
     @property
     def done(self):
         return self._state == DONE
+
+    @property
+    def body_read(self):
+        """Bytes of the body handed out so far (see the pure twin)."""
+        return self._framed - self._left if self._state != HEAD else 0
 
     @property
     def fault(self):
@@ -288,6 +295,7 @@ cdef class ResponseParser:
             state = self._state
             if state == DATA:
                 if self._framing == CLOSE:
+                    self._framed += end - pos
                     if self._whole:
                         self._keep(self._view[pos:end])
                     else:
@@ -384,6 +392,7 @@ cdef class ResponseParser:
         self.keep_alive = result[2]
         self._framing = result[3]
         self._left = result[4]
+        self._framed = self._left
         self._state = result[5]
         return 0
 
@@ -421,6 +430,7 @@ cdef class ResponseParser:
                 return -1
             if size:
                 self._left = size
+                self._framed += size
                 self._state = DATA
             else:
                 self._state = TRAILER

@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
+# A whole Content-Length body's buffer is allocated at most this large before its bytes come
+# (no call but embeddings allows a larger body: they grow past it as they arrive).
+UP_FRONT = 64 << 20
 
 
 class ResponseParser:
@@ -63,6 +66,7 @@ class ResponseParser:
         "_buf",
         "_end",
         "_fault",
+        "_framed",
         "_framing",
         "_got",
         "_left",
@@ -72,6 +76,7 @@ class ResponseParser:
         "_seen",
         "_start",
         "_state",
+        "_total",
         "_view",
         "_whole",
         "headers",
@@ -95,6 +100,10 @@ class ResponseParser:
         self._state = HEAD
         self._framing = CLOSE
         self._left = 0  # body bytes left: of the current chunk, or of the Content-Length
+        # Body bytes framed so far (docs/client.md, rule RESUME): each chunk's size as its line
+        # is read, the Content-Length, a body until close's pieces; `body_read` takes `_left`
+        # off, so no piece of a framed body costs an addition.
+        self._framed = 0
         self._fault: HttpParseError | None = None
         self.status = 0
         self.headers: dict[str, str] = {}
@@ -104,6 +113,7 @@ class ResponseParser:
         self._body: bytearray | None = None
         self._got = 0  # bytes of the body in `_body`
         self._limit = 0
+        self._total = 0  # a whole Content-Length body's declared length
         self._overflow = False
 
     @property
@@ -114,6 +124,12 @@ class ResponseParser:
     def done(self) -> bool:
         """The body is complete by its own framing (a body until close never is)."""
         return self._state == DONE
+
+    @property
+    def body_read(self) -> int:
+        """Bytes of the body (after chunked decoding) handed out so far (rule RESUME: where a
+        resumed stream goes on)."""
+        return self._framed - self._left if self._state != HEAD else 0
 
     @property
     def fault(self) -> HttpParseError | None:
@@ -132,10 +148,11 @@ class ResponseParser:
             total = size + (self._left if self._state == DATA else 0)
             if total > limit:
                 return False
-            body = bytearray(total + WHOLE_PAD)
+            body = bytearray(min(total, UP_FRONT) + WHOLE_PAD)
         else:
             body = bytearray()
         self._body, self._got, self._limit, self._whole = body, 0, limit, True
+        self._total = total if self._framing == LENGTH else 0
         for piece in taken:
             self._keep(piece)
         return True
@@ -168,6 +185,21 @@ class ResponseParser:
             body += bytes(self._got + WHOLE_PAD - len(body))
         return memoryview(body)[: self._got]
 
+    def _room(self, need: int) -> bytearray:
+        """The buffer of a whole Content-Length body, with room for `need` more bytes. Past
+        UP_FRONT it grows (doubling, up to the declared length) as the bytes come: a head
+        may declare up to the call's limit and send little, and bytearray() fills what it
+        allocates (the Cython twin's malloc leaves untouched pages unused)."""
+        body = self._body
+        assert body is not None
+        room = len(body) - WHOLE_PAD
+        if self._got + need > room:
+            size = min(self._total, max(self._got + need, 2 * room))
+            grown = bytearray(size + WHOLE_PAD)
+            grown[: self._got] = memoryview(body)[: self._got]
+            self._body = body = grown
+        return body
+
     def _keep(self, piece: bytes | memoryview) -> None:
         """Body bytes copied into the whole body (up to its limit)."""
         got = self._got + len(piece)
@@ -176,7 +208,7 @@ class ResponseParser:
             return
         assert self._body is not None
         if self._framing == LENGTH:
-            self._body[self._got : got] = piece
+            self._room(len(piece))[self._got : got] = piece
         else:
             self._body += piece
         self._got = got
@@ -188,8 +220,8 @@ class ResponseParser:
         if self._fault is not None:
             raise self._fault
         if self._whole and self._state == DATA and self._framing == LENGTH:
-            assert self._body is not None
-            return memoryview(self._body)[self._got : self._got + self._left]
+            body = self._room(1)
+            return memoryview(body)[self._got : min(self._got + self._left, len(body) - WHOLE_PAD)]
         start, end = self._start, self._end
         if start:
             if start < end:  # keep the unconsumed tail (a partial line): move it to the front
@@ -262,7 +294,9 @@ class ResponseParser:
             self._keep(view)
         else:
             out.append(view)
-        if not close:
+        if close:
+            self._framed += take
+        else:
             self._left -= take
             if not self._left:
                 self._state = DATA_END if self._framing == CHUNKED else DONE
@@ -323,6 +357,7 @@ class ResponseParser:
             return
         self.status, self.headers, self.keep_alive = status, headers, keep_alive
         self._framing, self._left, self._state = framing, left, state
+        self._framed = left
 
     def _line(self, state: int, line: bytes) -> None:
         """A chunk-size or trailer line, LF cut off. Both end in CRLF, with no other CR."""
@@ -338,6 +373,7 @@ class ResponseParser:
             if not 0 < len(digits) <= 15 or digits.strip(_HEX_DIGITS):
                 raise HttpParseError(f"a chunk size is not a hexadecimal number: {text[:40]!r}")
             self._left = int(digits, 16)
+            self._framed += self._left
             self._state = DATA if self._left else TRAILER
         else:  # a trailer field (skipped), or the blank line after them
             if not crlf:
