@@ -1314,3 +1314,17 @@ def test_https_to_a_plain_http_port_fails_at_once_without_retrying(
         f"llamafast chat: error: ConnectError: could not connect to the server {url}: "
     )
     assert "the server does not speak TLS (" in err and err.count("\n") == 1
+
+
+def test_url_replaces_the_urls_of_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --url names the one server, whatever the config's [infer] urls (docs/client.md, rule FLEET).
+    from _server import ReplayServer
+
+    config = tmp_path / "c.toml"
+    config.write_text('[infer]\nurls = ["http://127.0.0.1:9", "http://127.0.0.1:10"]\n')
+    with ReplayServer() as srv:
+        status, _, _ = run(["chat", "--url", srv.url, "--config", str(config), "hi"], capsys)
+        assert status == 0
+        assert len(srv.chat_logs()) == 1

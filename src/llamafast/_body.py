@@ -268,6 +268,9 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     slot = req.slot
     if slot is not None and (isinstance(slot, bool) or not isinstance(slot, int) or slot < 0):
         raise ValueError(f"slot must be a non-negative integer or None, not {slot!r}")
+    conversation = req.conversation  # a client's routing key (rule FLEET): never sent
+    if conversation is not None and not isinstance(conversation, str):
+        raise ValueError(f"conversation must be a string or None, not {cut(conversation)}")
     infer, limits = cfg.infer, cfg.limits
     model = infer.model
     if req.model is not None:  # the request's model wins over the config's (router mode)

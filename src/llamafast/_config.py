@@ -14,6 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._errors import cut
 from ._url import Target, redact
 from ._values import seal
 
@@ -119,13 +120,24 @@ def _r(
     return field(default=default, metadata={"range": _range(lo, hi, open_lo=open_lo), "doc": doc})
 
 
+_DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _shown(name: str, value: object) -> str:
+    if name == "url":
+        return repr(redact(str(value)))
+    if name == "urls" and isinstance(value, tuple):
+        return repr(tuple(redact(str(u)) for u in value))
+    return repr(value)
+
+
 @_document
 @dataclass(frozen=True, slots=True)
 class InferConfig:
     """Where the server is and how to sample: the `[infer]` table."""
 
     url: str = field(
-        default="http://127.0.0.1:8080",
+        default=_DEFAULT_URL,
         metadata={
             "doc": "the server's URL, http:// or https://; a path in it prefixes every request "
             "(a final /v1 dropped), a query goes with every request, user:password@ is sent as "
@@ -161,9 +173,19 @@ class InferConfig:
         },
     )
 
+    urls: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "doc": "several servers serving the same model, each checked as `url` (then left at "
+            "its default): a conversation's turns go to one of them, its prompt cache "
+            "(docs/client.md, rule FLEET)"
+        },
+    )
+
     def __post_init__(self) -> None:
         _check(self, "infer")
         target = Target.parse(self.url)  # docs/client.md, rule URL
+        targets = self._targets()
         key = self.api_key
         # It goes into an HTTP header: visible ASCII only (a line break would end the header,
         # and the HTTP client's own complaint would show the key).
@@ -175,16 +197,37 @@ class InferConfig:
             )
         if self.ca_file == "":
             raise ValueError("infer.ca_file is empty: give the path of a PEM file, or leave it out")
-        if key is not None and target.auth_header is not None:
+        if key is not None and any(t.auth_header is not None for t in (target, *targets)):
             raise ValueError(
                 "infer.url has a user name or password and infer.api_key is set: both would be "
                 "the Authorization header, so give only one (neither is shown here)"
             )
 
+    def _targets(self) -> list[Target]:
+        """`urls` checked (rule FLEET): a tuple of URLs, each as `url` is, and not with `url`."""
+        urls = self.urls
+        if isinstance(urls, list):  # as TOML gives it
+            object.__setattr__(self, "urls", tuple(urls))
+            urls = self.urls
+        if not isinstance(urls, tuple):
+            raise ValueError(f"infer.urls must be a list of URLs, not {cut(redact(str(urls)))}")
+        if urls and self.url != _DEFAULT_URL:
+            raise ValueError(
+                f"infer.url ({redact(self.url)}) and infer.urls are both given: give the one "
+                "server as url, or every server in urls"
+            )
+        targets = []
+        for i, url in enumerate(urls):
+            try:
+                targets.append(Target.parse(url))
+            except ValueError as err:
+                raise ValueError(str(err).replace("infer.url", f"infer.urls[{i}]", 1)) from None
+        return targets
+
     def __repr__(self) -> str:
-        # As the generated one, but the URL's password shown as *** (api_key is left out).
+        # As the generated one, but the URLs' passwords shown as *** (api_key is left out).
         shown = [
-            f"{f.name}={redact(self.url) if f.name == 'url' else getattr(self, f.name)!r}"
+            f"{f.name}={_shown(f.name, getattr(self, f.name))}"
             for f in dataclasses.fields(self)
             if f.repr
         ]

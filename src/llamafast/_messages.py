@@ -71,6 +71,7 @@ class ChatFields(TypedDict, total=False):
     reasoning_effort: ReasoningEffort | None
     reasoning_budget_tokens: int | None
     extra: Mapping[str, Any] | None
+    conversation: str | None
     max_completion_tokens: int | None
 
 

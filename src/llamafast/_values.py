@@ -309,7 +309,10 @@ class ChatRequest:
     `logprobs`); `reasoning_effort` ("none" turns thinking off; "minimal", "low", "medium",
     "high", "xhigh", "max" go to the chat template) and `reasoning_budget_tokens` (the
     reasoning tokens the server itself allows: 0 ends it at once, -1 is the server's default)
-    steer the reasoning; `extra` adds fields llama-server accepts that have no field here."""
+    steer the reasoning; `extra` adds fields llama-server accepts that have no field here.
+    `conversation` is never sent: with several servers (`InferConfig.urls`) it is the key that
+    keeps the conversation on one server, its prompt cache (None: one derived from the first
+    system and user messages; docs/client.md, rule FLEET)."""
 
     slot: int | None
     messages: Sequence[ChatMessage]
@@ -332,6 +335,7 @@ class ChatRequest:
     reasoning_effort: ReasoningEffort | None = None
     reasoning_budget_tokens: int | None = None
     extra: Mapping[str, Any] | None = None
+    conversation: str | None = None
 
 
 class FinishReason(enum.Enum):

@@ -15,6 +15,7 @@ from ._body import build_body
 from ._client import _async, _sync
 from ._client._transport import PURE as _PURE
 from ._config import Config, InferConfig, Limits
+from ._core._fleet import ServerState
 from ._engine import _twins
 from ._engine._embeddings import Embeddings
 from ._errors import (
@@ -145,6 +146,7 @@ __all__ = [
     "Reasoning",
     "Retrying",
     "ServerProps",
+    "ServerState",
     "SseDecoder",
     "SseError",
     "SseIoError",

@@ -80,7 +80,9 @@ def _with_options(args: argparse.Namespace, cfg: Config, budget: int | None) -> 
             f"--url needs its scheme: write http://{redact(args.url)} (or https://)",
         )
     try:
-        infer = cfg.infer if args.url is None else dataclasses.replace(cfg.infer, url=args.url)
+        infer = cfg.infer
+        if args.url is not None:  # the one server, in place of the config's url or urls
+            infer = dataclasses.replace(infer, url=args.url, urls=())
         infer = dataclasses.replace(infer, api_key=_api_key(args, cfg))
         if args.ca_file is not None:
             infer = dataclasses.replace(infer, ca_file=args.ca_file)

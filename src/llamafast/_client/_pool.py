@@ -28,6 +28,7 @@ __all__ = [
     "IDLE_S",
     "AsyncPool",
     "Pool",
+    "give_back",
     "keep_alive_terms",
     "leave_pool",
     "renew",
@@ -340,6 +341,15 @@ def renew(conn: Any) -> None:
     conn.stalled = False
     conn.clock = conn.waker = conn.deliver = None
     conn.reused = True
+
+
+def give_back(conn: Any, streamed: bool) -> None:
+    """`conn`'s answer was read to its end: its pool (its server's) keeps it or closes it."""
+    pool = conn.pool
+    if pool is None:  # closed meanwhile
+        conn.close()
+    else:
+        pool.put(conn, streamed)
 
 
 def leave_pool(conn: Any) -> None:

@@ -29,15 +29,16 @@ from .._core import (
     ChatExchange,
     Close,
     Connect,
-    Core,
     Done,
     EmbedPlan,
     Emit,
+    Fleet,
     Phase,
     Receive,
     Release,
     Resume,
     ServerCall,
+    ServerState,
     Sleep,
     StreamState,
     WaitTurn,
@@ -65,12 +66,13 @@ from .._values import (
 )
 from . import _transport
 from ._deliver import deliver
-from ._pool import Pool
+from ._pool import Pool, give_back
 from ._stop import stop_in_background
 from ._transport import SELECTED, Engine
 from ._waits import Turns, run_all, sleep_until
 
 T = TypeVar("T")
+_Servers = list[tuple[Target, Pool]]  # each server's target and pool, in the order of urls
 
 __all__ = ["Client", "ClientStream"]
 
@@ -112,10 +114,13 @@ class Client:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
-        self._core = Core(cfg, sink=self._engine.Sink)
+        self._fleet = Fleet.of(cfg, sink=self._engine.Sink)  # a Core and a pool per server
+        self._core = self._fleet.cores[0]  # the first: the one of a lone url
         self._target = self._core.target
         self._turns = Turns()
-        self._pool = Pool(cfg.limits.max_connections)
+        limit = cfg.limits.max_connections
+        self._servers = [(core.target, Pool(limit)) for core in self._fleet.cores]
+        self._pool = self._servers[0][1]
         # The streams not yet dropped, so that closing the client closes them (a stream
         # that ended has nothing left to close; its entry goes with it).
         self._streams: weakref.WeakSet[ClientStream] = weakref.WeakSet()
@@ -185,7 +190,7 @@ class Client:
 
         def batch(first: int, count: int) -> None:
             call = WholeCall(
-                self._core, "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
+                plan.core(first), "POST", EMBED_PATH, plan.body(first, count), limits=plan.limits
             )
             status, parts = self._call(call.phases())
             if status != 200:
@@ -211,31 +216,31 @@ class Client:
         one of the documents or comes twice, a score that is not a finite number:
         ProtocolError; a server that does not rerank: HttpError saying so."""
         body, count = rerank_body(self._core, query, documents, top_n, model)
-        call = WholeCall(self._core, "POST", RERANK_PATH, body)
+        call = WholeCall(self._fleet.any_up(), "POST", RERANK_PATH, body)
         status, parts = self._call(call.phases())
         if status != 200:
             raise call.not_served(status, parts, "--reranking", "reranking")
         return read_ranked(b"".join(parts), count, top_n)
 
     def _width(self, plan: EmbedPlan) -> int:
-        """Requests of one call at once: the server's slot count (GET /slots, once per
-        client; one when the server does not say)."""
-        core = self._core
-        if core.slot_count is None:
-            ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
-            try:
-                status, parts = self._call(ask.phases())
-                if status == 200:
-                    core.slot_count = len(read_slots(text_of(parts)))
-            except (OSError, InferError):
-                pass
-        return plan.width(core.slot_count)
+        """Requests of one call at once: on each of its servers, the server's slot count (GET
+        /slots, once per client; one when the server does not say)."""
+        for core in plan.cores:
+            if core.slot_count is None:
+                ask = WholeCall(core, "GET", "/slots", None, MAX_SLOTS_BODY)
+                try:
+                    status, parts = self._call(ask.phases())
+                    if status == 200:
+                        core.slot_count = len(read_slots(text_of(parts)))
+                except (OSError, InferError):
+                    pass
+        return sum(plan.width(core.slot_count) for core in plan.cores)
 
     def props(self) -> ServerProps:
         """What `GET /props` says (context size, model, modalities, slot count), asked once and
         kept until the client sees the server may have restarted (a connection refused or
         reset, a 503, a model loading, another slot count or context size than it said)."""
-        return self._call(ServerCall(self._core).props())
+        return self._call(ServerCall(self._fleet.any_up()).props())
 
     def count_tokens(
         self,
@@ -249,28 +254,32 @@ class Client:
         /tokenize. The body is `stream(req)`'s, so the count is the one the chat would make."""
         request = chat_request(req, fields)
         body = build_body(self._cfg, request).encode("utf-8")
-        return self._call(ServerCall(self._core).count_tokens(body, request.model))
+        return self._call(ServerCall(self._fleet.any_up()).count_tokens(body, request.model))
 
     def models(self) -> tuple[ModelInfo, ...]:
         """The models of a router-mode server (`GET /models`) with their state ("loaded",
         "loading", "unloaded", ...); a server with one model lists it, "loaded"."""
-        return self._call(ServerCall(self._core).models())
+        return self._call(ServerCall(self._fleet.any_up()).models())
 
     def load_model(self, id: str) -> None:
         """Load model `id` on a router-mode server and wait until it is loaded (at most
         `load_timeout`: LoadTimeoutError). One already loaded is no error; an unknown one is
         ValueError naming it."""
-        self._call(ServerCall(self._core).load_model(id))
+        self._call(ServerCall(self._fleet.any_up()).load_model(id))
 
     def unload_model(self, id: str) -> None:
         """Unload model `id` on a router-mode server; one not running is no error, an unknown
         one is ValueError naming it."""
-        self._call(ServerCall(self._core).unload_model(id))
+        self._call(ServerCall(self._fleet.any_up()).unload_model(id))
+
+    def servers(self) -> tuple[ServerState, ...]:
+        """Each server (url, up, slots, this client's busy requests): docs/client.md, FLEET."""
+        return self._fleet.states()
 
     def _call(self, phase: Phase[T]) -> T:
         """Carry out one of the core's calls to its end (its events, Retrying and Waiting, are
         not handed out); every connection it opened is closed."""
-        commands = _Commands(self._engine, self._target, self._ssl, self._turns, self._pool)
+        commands = _Commands(self._engine, self._servers, self._ssl, self._turns)
         try:
             done = commands._drive(phase, [])
         finally:
@@ -287,7 +296,8 @@ class Client:
             streams = list(self._streams)
         for stream in streams:
             stream.close()
-        self._pool.close()
+        for _, pool in self._servers:
+            pool.close()
 
     def __enter__(self) -> Client:
         return self
@@ -300,23 +310,16 @@ class Client:
 
 
 class _Commands:
-    """What carries out the core's commands for one call or one stream: the connections it
-    holds (`_conns`), the client's kept ones (`_pool`), the slot lines' waits (`_turns`);
-    `_closed` once closed from elsewhere."""
+    """What carries out the core's commands for one call or stream: its connections (`_conns`),
+    each server's target and pool (`_servers`), the lines' waits (`_turns`); `_closed`."""
 
     def __init__(
-        self,
-        engine: Engine,
-        target: Target,
-        tls: ssl.SSLContext | None,
-        turns: Turns,
-        pool: Pool,
+        self, engine: Engine, servers: _Servers, tls: ssl.SSLContext | None, turns: Turns
     ) -> None:
         self._engine = engine
-        self._target = target
+        self._servers = servers
         self._ssl = tls
         self._turns = turns
-        self._pool = pool
         self._conns: list[Any] = []  # every connection this request holds
         self._closed = False
 
@@ -370,7 +373,7 @@ class _Commands:
         """`cmd.request` sent on a connection: a kept one (rule KEEP-ALIVE), else a new one;
         after a `stale` one, a new one. A kept one that fails the send is dropped the same
         way."""
-        pool = self._pool
+        target, pool = self._servers[cmd.server]
         fresh = cmd.stale is not None
         if fresh:
             self._conns.remove(cmd.stale)
@@ -386,7 +389,7 @@ class _Commands:
                 pool.stale(conn)
             pool.acquire(cmd.queue_until, True, bool(self._conns))
         try:
-            conn = self._engine.SyncConnection.open(self._target, cmd.until, self._ssl)
+            conn = self._engine.SyncConnection.open(target, cmd.until, self._ssl)
         except BaseException:
             pool.unreserve()
             raise
@@ -401,7 +404,7 @@ class _Commands:
         """`conn`'s answer was read to its end: the pool keeps it, or closes it."""
         if conn in self._conns:
             self._conns.remove(conn)
-        self._pool.put(conn, streamed)
+        give_back(conn, streamed)
 
     def _close_all(self) -> None:
         conns, self._conns = self._conns, []
@@ -419,7 +422,7 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         self, client: Client, req: ChatRequest, body: str, limits: Limits | None = None
     ) -> None:
         self._closed = True  # until __init__ is through: the finalizer has nothing to do
-        super().__init__(client._engine, client._target, client._ssl, client._turns, client._pool)
+        super().__init__(client._engine, client._servers, client._ssl, client._turns)
         self._closed = True
         self._core = ChatExchange(client._core, req, body.encode("utf-8"), limits)
         self._phase: Phase[bool] | None = None  # the core's phases, once entered
@@ -528,8 +531,8 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         core = self._core
         self._turns.wake(core.leave())
         request = core.stop_request()
-        if request is not None:
-            stop_in_background(self._engine, self._target, self._ssl, request, core)
+        if request is not None:  # to the server that answered (rule FLEET)
+            stop_in_background(self._engine, core.core.target, self._ssl, request, core)
 
     def _resume(self) -> None:
         """Carry out the core's resume; its answer goes on into the same Sink."""

@@ -9,6 +9,7 @@
 #   _connection  what the core reads of a connection (`Arrival`, a Protocol)
 #   _answers     the readers of whole answers, and the mapping of a stream's faults
 #   _lines       the per-slot lines (`Ticket`, `Lines`)
+#   _fleet       several servers: the rendezvous choice of one, their counts (`Fleet`)
 #   _session     a client's state across requests (`Core`), the paths, a request's bytes
 #   _exchange    `Exchange`: the rules of the first byte, a load's wait, reading an answer
 #   _resume      `Resumable`: a broken stream resumed, a closed one stopped (rule RESUME)
@@ -45,6 +46,7 @@ from ._commands import (
 )
 from ._connection import Arrival, ParsedResponse
 from ._exchange import Exchange, backoff_ms, poll_delays
+from ._fleet import Fleet, ServerState
 from ._lines import Lines, Ticket
 from ._resume import STREAM_PATH, Resumable, Resume
 from ._session import (
@@ -77,6 +79,7 @@ __all__ = [
     "EmbedPlan",
     "Emit",
     "Exchange",
+    "Fleet",
     "Lines",
     "ParsedResponse",
     "Phase",
@@ -85,6 +88,7 @@ __all__ = [
     "Resumable",
     "Resume",
     "ServerCall",
+    "ServerState",
     "Sleep",
     "StreamState",
     "Ticket",

@@ -185,9 +185,11 @@ def _json(value: Any) -> bytes:
 
 class EmbedPlan:
     """The requests of one `embed` call: the texts in batches of `embed_batch`, in order, each
-    asking for base64 (`encoding_format`), and how many may run at once."""
+    asking for base64 (`encoding_format`), and how many may run at once; `cores`: the servers
+    that are up, the batches spread over them in turn (docs/client.md, rule FLEET)."""
 
     def __init__(self, core: Core, texts: Any, model: str | None, limits: Limits | None) -> None:
+        self.cores = [core] if core.fleet is None else core.fleet.up_cores()
         items = _texts(texts, "texts")
         if model is not None and not isinstance(model, str):
             raise TypeError(f"model must be a str or None, not {type(model).__name__}")
@@ -208,6 +210,10 @@ class EmbedPlan:
                 "encoding_format": "base64",
             }
         )
+
+    def core(self, first: int) -> Core:
+        """The server of the batch that begins at text `first`."""
+        return self.cores[first // self.limits.embed_batch % len(self.cores)]
 
     def width(self, slots: int | None) -> int:
         """Requests at once: one per server slot (one when the slot count is unknown), at

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 from urllib.parse import quote
 
+from .._body import build_body
 from .._config import Limits
 from .._errors import (
     BusyError,
@@ -43,6 +44,7 @@ from ._answers import (
 from ._commands import Close, Emit, Phase, Release, WaitTurn
 from ._connection import Arrival
 from ._exchange import answered, log
+from ._fleet import Fleet, conversation_key, locate
 from ._lines import Ticket
 from ._resume import Resumable
 from ._session import CHAT_PATH, CONTROL_PATH, MAX_SLOTS_BODY, NEEDS_MODEL, Core
@@ -120,7 +122,11 @@ class ChatExchange(Resumable):
             self.core.lines.enter(self.ticket)
 
     def leave(self) -> list[Ticket]:
-        """Leave the line (idempotent); the tickets that moved up, for the driver to wake."""
+        """Leave the line (idempotent); the tickets that moved up, for the driver to wake.
+        The server's busy count (rule FLEET) is given back, once."""
+        routed, self.routed = self.routed, None
+        if routed is not None:
+            self.core.fleet.done(routed)
         ticket = self.ticket
         if ticket is None or self.left:
             return []
@@ -133,6 +139,7 @@ class ChatExchange(Resumable):
     def phases(self) -> Phase[bool]:
         """Up to a 200 event-stream head (`conn` is then the open answer); False if the
         stream was closed while in line."""
+        yield from self._route()
         core = self.core
         if log.isEnabledFor(logging.DEBUG):
             target = core.target
@@ -168,6 +175,53 @@ class ChatExchange(Resumable):
         if model is not None:
             core.ready_models.add(model)
         return True
+
+    # --- several servers (docs/client.md, rule FLEET) --------------------------------------------
+
+    def _route(self) -> Phase[None]:
+        """The server this request goes to, its busy count taken: for `slot=None`, the one its
+        conversation key picks (a server's slot count is learnt on its first request, quietly,
+        so its free slots are known); for a numbered slot, the server that holds it."""
+        fleet = self.core.fleet
+        if fleet is None:
+            return
+        if self.slot is not None:
+            if fleet.several:
+                yield from self._place(fleet)
+            self.pinned = True
+            self.routed = self.core.index
+            fleet.take(self.routed)
+            return
+        if fleet.several:
+            self.route_key = conversation_key(self.req)
+        self.routed = fleet.pick(self.route_key, self.core.clock())
+        self.core = fleet.cores[self.routed]
+        if fleet.several and self.core.slot_count is None:
+            yield from self._ask_slots(strict=False)
+
+    def _place(self, fleet: Fleet) -> Phase[None]:
+        """A numbered slot among the servers, counted in the order of urls: their slot counts
+        learnt (GET /slots, once each, in order) until it is found; past the total,
+        ValueError naming it (`locate`), before the chat is sent. The body then names the
+        server's own slot."""
+        slot = self.slot
+        assert slot is not None
+        while (place := locate(slot, [c.slot_count for c in fleet.cores])) is None:
+            self.core = next(c for c in fleet.cores if c.slot_count is None)
+            self.slot = None  # only the count is asked
+            yield from self._ask_slots(strict=True)
+            self.slot = slot
+            if self.core.slot_count is None:
+                raise ValueError(
+                    f"slot {slot}: the server {self.core.server} does not tell its slot count "
+                    "(GET /slots), so numbered slots cannot be counted across infer.urls"
+                )
+        index, self.slot = place
+        self.core = core = fleet.cores[index]
+        if self.slot != slot:
+            cfg = dataclasses.replace(core.cfg, limits=self.limits)
+            req = dataclasses.replace(self.req, slot=self.slot)
+            self.body = build_body(cfg, req).encode("utf-8")
 
     def _check_model(self, model: str) -> Phase[None]:
         """A request that names its model, on a router: an unknown model is ValueError naming

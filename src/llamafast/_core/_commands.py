@@ -64,14 +64,16 @@ class Connect:
     (its `reused` is then True), else one opened before the clock reads `until`. With
     `stale` (a reused connection that ended before any byte of its answer: the server had
     closed it) that one is dropped and a fresh connection opened. A request beyond the
-    client's `max_connections` waits for one until `queue_until` (WaitTimeoutError). The
-    result is the connection (an `Arrival`) into which the driver parses every byte that
+    client's `max_connections` waits for one until `queue_until` (WaitTimeoutError). `server`:
+    which of the client's servers (its place in `urls`; rule FLEET). The result is the
+    connection (an `Arrival`) into which the driver parses every byte that
     arrives. A failure to connect or send is thrown in as the OSError."""
 
     request: bytes
     until: float
     queue_until: float
     stale: Arrival | None = None
+    server: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

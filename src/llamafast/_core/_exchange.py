@@ -34,6 +34,7 @@ from .._values import ChatEvent, Queued, Retrying, ThinkingCapped, Waiting
 from ._answers import describe, is_loading, text_of
 from ._commands import Close, Connect, Emit, Phase, Receive, Release, Sleep
 from ._connection import Arrival
+from ._fleet import refused
 from ._session import MAX_ERROR_BODY, POLL_MAX_S, Core
 
 __all__ = ["Answer", "Exchange", "Piece", "backoff_ms", "log", "poll_delays"]
@@ -99,6 +100,11 @@ class Exchange:
     spent waiting for a load."""
 
     slot: int | None = None
+    # Several servers (rule FLEET): the chat's conversation key, the server whose busy count
+    # it holds, and whether a numbered slot pins it to that server.
+    route_key: str | None = None
+    routed: int | None = None
+    pinned = False
 
     def __init__(self, core: Core, limits: Limits | None = None) -> None:
         self.core = core
@@ -143,6 +149,9 @@ class Exchange:
             except OSError as err:
                 yield from self._retry(err)
                 continue
+            fleet = self.core.fleet
+            if fleet is not None:
+                fleet.answered(self.core.index)  # it is up (rule FLEET)
             if status == 503:
                 text = text_of(parts)
                 if is_loading(status, text):
@@ -161,8 +170,10 @@ class Exchange:
         """Count a failed attempt: Retrying and the back-off, or the final error."""
         core = self.core
         limits = self.limits
-        self.attempt += 1
         core.forget()  # a refusal may be a restart: ask what the client knows again
+        if core.fleet is not None and refused(err) and self._move(core):
+            return  # another server takes it, at once (rule FLEET)
+        self.attempt += 1
         if self.attempt > limits.retries or _fatal(err):
             if isinstance(err, OSError):
                 raise ConnectError(err, core.target.url) from err
@@ -170,6 +181,22 @@ class Exchange:
         after = backoff_ms(limits, self.attempt, core.rng)
         yield self._say(Retrying(self.attempt, after, describe(err)))
         yield Sleep(core.clock() + after / 1000)
+
+    def _move(self, core: Core) -> bool:
+        """`core`'s server refused: it is skipped for a while (rule FLEET); True when the next
+        attempt goes to another server (never for a numbered slot: it is that server's)."""
+        fleet = core.fleet
+        now = core.clock()
+        fleet.refused(core.index, now)
+        if not fleet.several or self.pinned:
+            return False
+        if self.routed is None:
+            moved = fleet.any_up(now)
+        else:
+            self.routed = fleet.pick(self.route_key, now, leaving=self.routed)
+            moved = fleet.cores[self.routed]
+        self.core = moved
+        return moved is not core
 
     def _wait_loaded(self) -> Phase[None]:
         """Waiting(slot_busy=False) once, then poll /health until it answers other than 503;
@@ -300,14 +327,15 @@ class Exchange:
         byte of the answer had been closed by the server while it was idle (rule KEEP-ALIVE):
         the request goes once more, on a fresh connection, at once, not counted as an attempt.
         Any other failure closes the connection and is raised."""
-        conn = yield Connect(request, connect_by, queue_until)
+        server = self.core.index
+        conn = yield Connect(request, connect_by, queue_until, server=server)
         try:
             return conn, (yield from first_byte(conn))
         except Exception as err:
             if not (isinstance(err, OSError) and conn.reused and not conn.received):
                 yield Close(conn)
                 raise
-        conn = yield Connect(request, connect_by, queue_until, stale=conn)
+        conn = yield Connect(request, connect_by, queue_until, stale=conn, server=server)
         try:
             return conn, (yield from first_byte(conn))
         except Exception:

@@ -48,7 +48,8 @@ NEEDS_MODEL = "model name is missing from the request"  # a router's 400 to a /s
 
 
 class Core:
-    """What one client keeps across its requests: the config, the lines, the cached slot
+    """What one client keeps across its requests to one server (`url`, else the config's):
+    the config, the lines, the cached slot
     count (asked once, forgotten when the server restarts or refuses), the jitter's source,
     and the twin whose Sink turns a body into events."""
 
@@ -58,10 +59,16 @@ class Core:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         sink: Callable[[int], Any] | None = None,
+        url: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.limits = cfg.limits
-        self.target = Target.parse(cfg.infer.url)
+        self.target = Target.parse(cfg.infer.url if url is None else url)
+        # Set by the client's `Fleet` (rule FLEET): the servers, this one's place among them
+        # (its `Connect.server`) and its URL in normal form.
+        self.fleet: Any = None
+        self.index = 0
+        self.server = self.target.url
         self.clock = clock
         self.rng = rng or random.Random()
         self.lines = Lines()

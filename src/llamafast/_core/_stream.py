@@ -40,3 +40,9 @@ class StreamState(StreamView):
     @property
     def thinking_capped(self) -> bool:
         return self._core.capped
+
+    @property
+    def server(self) -> str:
+        """The URL of the server that answered (or is to), in normal form, no password
+        (docs/client.md, rule FLEET)."""
+        return str(self._core.core.server)

@@ -1,0 +1,150 @@
+"""The routing benchmark (docs/client.md, rule FLEET): prompt tokens the servers processed for one
+agent workload, routed by the client's rendezvous hashing against round-robin, and the ideal.
+
+Run (a real llama-server and a model: LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_MODEL, as
+tools/llama-server/build.sh prints them):
+    python bench/fleet.py                       # 3 servers, 24 conversations x 4 turns, 2 processes
+    python bench/fleet.py --servers 3 --conversations 24 --turns 4 --processes 2 --json out.json
+
+Each mode starts its own fresh servers (tests/_llama.py's `serve_model`: 2 slots, a 4,096-token
+context, llama-server's default RAM prompt cache), so no cache carries from one mode to the next.
+The conversations (a long system prompt of their own, a task, then one more user message per
+turn after the model's answer) are split over --processes worker processes, each with its own
+client, turns interleaved across its conversations (turn 1 of each, then turn 2 of each, ...).
+`fleet`: one client with `urls` (every turn goes where the conversation's key points).
+`round-robin`: the k-th request of the whole run (a counter the processes share, as a balancer
+in front of the servers sees them) goes to server k mod n; with turns in lockstep and as many
+conversations as a multiple of n it would send each one to the same server every turn, which
+real concurrency does not, so `random` (a seeded random server per request, as a balancer sees
+requests reordered by concurrency) is measured too. Processed: the sum of `timings.prompt_n`
+over every turn. Ideal: each conversation's tokens computed once, the prompt of its last turn
+(`cache_n + prompt_n`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import llamafast  # noqa: E402
+from _llama import BINARY, MODEL, serve_model  # noqa: E402  (the tests' server starter)
+from llamafast import Assistant, ChatRequest, Config, InferConfig, Limits, System, User  # noqa: E402
+
+MODES = ("fleet", "round-robin", "random")
+_COUNTER: Any = None  # round-robin's, shared by the worker processes
+
+
+def _share(counter: Any) -> None:
+    global _COUNTER
+    _COUNTER = counter
+
+
+def _next_server(mode: str, n: int, rng: random.Random) -> int:
+    """The server a balancer in front would send the next request to."""
+    if mode == "random":
+        return rng.randrange(n)
+    if mode == "fleet":
+        return 0  # the one client with urls chooses
+    with _COUNTER.get_lock():
+        k = _COUNTER.value
+        _COUNTER.value += 1
+    return int(k % n)
+
+
+def turn(i: int, answers: list[str]) -> ChatRequest:
+    """The next turn of conversation `i` after its `answers` so far."""
+    opening = f"You are agent {i}, one of many. Follow the plan step by step. " * 12
+    msgs: list[Any] = [System(opening), User(f"Task {i}: list the steps to sort {i} cards.")]
+    for t, answer in enumerate(answers):
+        msgs += [Assistant(answer), User(f"Step {t + 1} done. What next?")]
+    return ChatRequest(None, msgs, temperature=0.0, seed=1, max_tokens=16)
+
+
+def worker(mode: str, urls: list[str], mine: list[int], turns: int, rank: int) -> dict[str, Any]:
+    """One process's conversations, turns interleaved: per conversation the server and the
+    timings of each turn."""
+    limits = Limits(retries=0)
+    if mode == "fleet":
+        clients = [llamafast.Client(Config(InferConfig(urls=tuple(urls)), limits))]
+    else:
+        clients = [llamafast.Client(Config(InferConfig(url=u), limits)) for u in urls]
+    answers: dict[int, list[str]] = {i: [] for i in mine}
+    seen: dict[int, list[tuple[str, int, int]]] = {i: [] for i in mine}
+    rng = random.Random(rank)
+    with contextlib.ExitStack() as stack:
+        for client in clients:
+            stack.enter_context(client)
+        for _ in range(turns):
+            for i in mine:
+                client = clients[_next_server(mode, len(clients), rng)]
+                with client.stream(turn(i, answers[i])) as stream:
+                    for _event in stream:
+                        pass
+                done = stream.completion
+                assert done is not None and done.timings is not None
+                answers[i].append(done.content or "")
+                seen[i].append((stream.server, done.timings.prompt_n, done.timings.cache_n))
+    return {str(i): v for i, v in seen.items()}
+
+
+def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(serve_model()) for _ in range(args.servers)]
+        parts = [list(range(p, args.conversations, args.processes)) for p in range(args.processes)]
+        ctx = multiprocessing.get_context("spawn")
+        counter = ctx.Value("q", 0)
+        with ctx.Pool(args.processes, _share, (counter,)) as pool:
+            jobs = [
+                pool.apply_async(worker, (mode, urls, mine, args.turns, rank))
+                for rank, mine in enumerate(parts)
+            ]
+            seen: dict[str, Any] = {}
+            for job in jobs:
+                seen.update(job.get(timeout=1800))
+    processed = sum(p for turns in seen.values() for _, p, _ in turns)
+    ideal = sum(turns[-1][1] + turns[-1][2] for turns in seen.values())
+    sticky = sum(len({s for s, _, _ in turns}) == 1 for turns in seen.values())
+    return {"mode": mode, "processed": processed, "ideal": ideal, "sticky": sticky}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", type=int, default=3, choices=range(2, 9))
+    parser.add_argument("--conversations", type=int, default=24, choices=range(1, 1001))
+    parser.add_argument("--turns", type=int, default=4, choices=range(2, 51))
+    parser.add_argument("--processes", type=int, default=2, choices=range(1, 17))
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args()
+    if not (BINARY and MODEL):
+        sys.exit(
+            "set LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_MODEL (tools/llama-server/build.sh)"
+        )
+    rows = [run_mode(mode, args) for mode in MODES]
+    print(
+        f"{args.servers} servers, {args.conversations} conversations x {args.turns} turns, "
+        f"{args.processes} processes; prompt tokens processed (sum of timings.prompt_n)"
+    )
+    print(f"{'routing':<12} {'processed':>10} {'x ideal':>8} {'one server':>11}")
+    for row in rows:
+        ratio = row["processed"] / row["ideal"]
+        stuck = f"{row['sticky']}/{args.conversations}"
+        print(f"{row['mode']:<12} {row['processed']:>10} {ratio:>8.3f} {stuck:>11}")
+    print(f"{'ideal':<12} {rows[0]['ideal']:>10}")
+    fleet = rows[0]
+    for row in rows[1:]:
+        print(f"{row['mode']} / fleet: {row['processed'] / fleet['processed']:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

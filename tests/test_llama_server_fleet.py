@@ -1,0 +1,86 @@
+# Several real llama-servers (docs/client.md, rule FLEET): every turn of a conversation is answered
+# by one server, the same from a second client, and after its first turn the server reuses the
+# conversation's prompt from its cache (timings.cache_n) instead of computing it again.
+"""Both clients, both twins, against two real llama-servers: conversations stick.
+
+Marker `llama_server`; skipped without LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_MODEL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import llamafast
+import llamafast.pure
+from _llama import NEEDS_SERVER, serve_model
+from llamafast import Assistant, ChatRequest, Completion, Config, InferConfig, Limits, System, User
+
+pytestmark = NEEDS_SERVER
+
+CONVERSATIONS = 6
+TURNS = 3
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[tuple[str, str]]:
+    with serve_model() as first, serve_model() as second:
+        yield first, second
+
+
+def config(urls: tuple[str, str]) -> Config:
+    return Config(InferConfig(urls=urls), Limits(max_tokens=4, retries=0))
+
+
+def turn(i: int, answers: list[Completion]) -> ChatRequest:
+    """The next turn of conversation `i`, after its `answers` so far."""
+    msgs: list[Any] = [System(f"You are agent {i}. " * 20), User(f"Task {i}: count to three.")]
+    for t, done in enumerate(answers):
+        msgs += [Assistant(done.content or ""), User(f"Step {t}: go on.")]
+    return ChatRequest(None, msgs, temperature=0.0, seed=1)
+
+
+def run(package: Any, kind: str, urls: tuple[str, str]) -> dict[int, list[tuple[str, Any]]]:
+    """Every conversation's turns, interleaved, on one client: (server, timings) per turn."""
+    seen: dict[int, list[tuple[str, Any]]] = {i: [] for i in range(CONVERSATIONS)}
+    answers: dict[int, list[Completion]] = {i: [] for i in range(CONVERSATIONS)}
+    if kind == "sync":
+        with package.Client(config(urls)) as client:
+            for _ in range(TURNS):
+                for i in range(CONVERSATIONS):
+                    with client.stream(turn(i, answers[i])) as stream:
+                        list(stream)
+                    answers[i].append(stream.completion)
+                    seen[i].append((stream.server, stream.completion.timings))
+        return seen
+
+    async def main() -> None:
+        async with package.AsyncClient(config(urls)) as client:
+            for _ in range(TURNS):
+                for i in range(CONVERSATIONS):
+                    async with client.stream(turn(i, answers[i])) as stream:
+                        _ = [e async for e in stream]
+                    answers[i].append(stream.completion)
+                    seen[i].append((stream.server, stream.completion.timings))
+
+    asyncio.run(main())
+    return seen
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_every_turn_of_a_conversation_is_answered_by_one_server_from_its_cache(
+    fleet: tuple[str, str], package: Any, kind: str
+) -> None:
+    seen = run(package, kind, fleet)
+    homes = {i: {server for server, _ in turns} for i, turns in seen.items()}
+    assert all(len(h) == 1 for h in homes.values()), homes
+    assert len(set().union(*homes.values())) == 2  # both servers used
+    for turns in seen.values():
+        for _, timings in turns[1:]:  # the opening was computed once, on that server
+            assert timings is not None and timings.cache_n > 0
+    again = run(package, "sync" if kind == "async" else "async", fleet)  # another client
+    assert {i: {s for s, _ in t} for i, t in again.items()} == homes
