@@ -14,50 +14,20 @@ the code, the tests or the docs must name a rule that exists.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _examples import NOT_RUN, URL_LINE, Block, blocks
 from _server import ReplayServer, Reply
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 if not README.is_file():
     pytest.skip("no README.md beside tests/ (not a source tree)", allow_module_level=True)
-NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->")
 # A block whose calls the loopback test server does not answer (/props, input_tokens, /models,
 # embeddings): tests/test_serve.py runs it against `llamafast serve`, which answers them.
 SERVE_ONLY = re.compile(r"<!--\s*run against llamafast serve:\s*(?P<reason>\S.*?)\s*-->")
-URL_LINE = re.compile(r'^url = ".*"$', re.M)
-
-
-@dataclass
-class Block:
-    lang: str
-    line: int  # of the opening fence, 1-based
-    text: str
-    above: str  # the last non-blank line before the fence
-
-
-def blocks(text: str) -> list[Block]:
-    """Every fenced block of `text`; an unclosed fence is an error, not a silent end."""
-    out: list[Block] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].startswith("```"):
-            lang = lines[i][3:].strip()
-            start = i
-            i += 1
-            while i < len(lines) and lines[i].rstrip() != "```":
-                i += 1
-            if i == len(lines):
-                raise AssertionError(f"README.md:{start + 1}: the fence is never closed")
-            above = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
-            out.append(Block(lang, start + 1, "\n".join(lines[start + 1 : i]) + "\n", above))
-        i += 1
-    return out
 
 
 ALL = blocks(README.read_text(encoding="utf-8"))
