@@ -3,7 +3,7 @@
 # module, `served`), with each twin, as the README's examples do (tests/_examples.py); the
 # openai blocks are shown, not run (openai is not a test dependency): each is marked
 # `<!-- not run: the openai SDK's ... -->`, and must be the openai SDK's, so no llamafast block
-# can hide behind the marker. Then issue 27's first target: an agent written for the openai
+# can hide behind the marker. Then what the page promises: an agent written for the openai
 # SDK's message shapes runs with llamafast unchanged but for the client's construction.
 """The porting page's examples against `serve`; an openai-shaped agent loop, both clients."""
 
@@ -90,7 +90,7 @@ def test_the_page_runs_what_the_issue_asks_it_to_show(shown: str) -> None:
     assert any(shown in b.text for b in RUN), f"no llamafast block of docs/porting.md uses {shown}"
 
 
-# --- issue 27's first target: the openai SDK's message shapes, unchanged ------------------------
+# --- the promise: an agent in the openai SDK's message shapes runs unchanged ------------------
 
 READ_FILE = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 READ_FILE_TOOL = {"name": "read_file", "description": "Read a text file.", "parameters": READ_FILE}
