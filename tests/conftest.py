@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from _drivers import DRIVERS, Driver
+from _examples import serve_process
 from _server import ReplayServer
 from llamafast._engine import _twins
 
@@ -103,3 +104,15 @@ def server(request: pytest.FixtureRequest) -> Iterator[ReplayServer]:
     options = getattr(request.module, "SERVER", {})
     with ReplayServer(pieces=97 if sent == "pieces" else None, **options) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    """`python -m llamafast serve --slots 2` (the README's asyncio example uses slots 0 and 1),
+    paced, one per test module that asks: its URL."""
+    proc, url = serve_process("--slots", "2")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

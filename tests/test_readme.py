@@ -14,50 +14,22 @@ the code, the tests or the docs must name a rule that exists.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _examples import NOT_RUN, URL_LINE, Block, blocks
 from _server import ReplayServer, Reply
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 if not README.is_file():
     pytest.skip("no README.md beside tests/ (not a source tree)", allow_module_level=True)
-NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>\S.*?)\s*-->")
 # A block whose calls the loopback test server does not answer (/props, input_tokens, /models,
 # embeddings): tests/test_serve.py runs it against `llamafast serve`, which answers them.
 SERVE_ONLY = re.compile(r"<!--\s*run against llamafast serve:\s*(?P<reason>\S.*?)\s*-->")
-URL_LINE = re.compile(r'^url = ".*"$', re.M)
-
-
-@dataclass
-class Block:
-    lang: str
-    line: int  # of the opening fence, 1-based
-    text: str
-    above: str  # the last non-blank line before the fence
-
-
-def blocks(text: str) -> list[Block]:
-    """Every fenced block of `text`; an unclosed fence is an error, not a silent end."""
-    out: list[Block] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        if lines[i].startswith("```"):
-            lang = lines[i][3:].strip()
-            start = i
-            i += 1
-            while i < len(lines) and lines[i].rstrip() != "```":
-                i += 1
-            if i == len(lines):
-                raise AssertionError(f"README.md:{start + 1}: the fence is never closed")
-            above = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
-            out.append(Block(lang, start + 1, "\n".join(lines[start + 1 : i]) + "\n", above))
-        i += 1
-    return out
 
 
 ALL = blocks(README.read_text(encoding="utf-8"))
@@ -139,14 +111,17 @@ def rules(page: str) -> list[str]:
     return RULE.findall((DOCS / page).read_text(encoding="utf-8"))
 
 
-# The map of the house names no rule of its own: it says where the rules live.
+# The map of the house, and the guides (porting.md: from the openai SDK), name no rule of their
+# own: they say where the rules live, and cite them.
 MAP = "architecture.md"
+GUIDES = ("porting.md",)
 
 
 def test_every_docs_page_names_its_rules_once() -> None:
-    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name != MAP)
+    pages = sorted(p.name for p in DOCS.glob("*.md") if p.name not in (MAP, *GUIDES))
     assert {"assembler.md", "client.md", "request-body.md", "sse.md"} <= set(pages)
-    assert not rules(MAP), f"docs/{MAP} is a map: a rule belongs on its piece's page"
+    for guide in (MAP, *GUIDES):
+        assert not rules(guide), f"docs/{guide} is a guide: a rule belongs on its piece's page"
     for page in pages:
         names = rules(page)
         assert len(names) >= 10, page
@@ -172,3 +147,47 @@ def test_every_rule_the_code_cites_exists() -> None:
                 assert name in rules(page), f"{path.name} cites docs/{page}, rule {name}"
                 cited += 1
     assert cited, "no citation found: the pattern no longer matches how the code cites"
+
+
+# --- the quick start's figure: what `replay` prints is what the README explains -----------------
+
+TIME_LINE = re.compile(
+    r"^time +parsed (?P<events>\d+) events in (?P<ms>\d+\.\d\d) ms, (?P<us>\d+\.\d) µs/event, ",
+    re.M,
+)
+
+
+def quick_start_replay() -> list[str]:
+    """The quick start's `replay` command, as the README gives it, for this interpreter."""
+    (first, *_) = [b for b in ALL if b.lang == "sh"]
+    (line,) = [ln for ln in first.text.splitlines() if "llamafast replay" in ln]
+    words = line.split("&&")[-1].split()
+    assert words[:4] == ["python", "-m", "llamafast", "replay"], line
+    return [sys.executable, *words[1:]]
+
+
+def test_the_quick_starts_replay_prints_the_figure_the_readme_explains(tmp_path: Path) -> None:
+    done = subprocess.run(
+        quick_start_replay(), cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    printed = TIME_LINE.search(done.stderr)  # stderr: docs/cli.md, rule STREAMS
+    assert printed, f"no time line in the summary:\n{done.stderr}"
+    # The figure is the parse time over the events: per event, in µs (its own arithmetic).
+    events = int(printed["events"])
+    per_event = float(printed["ms"]) * 1000 / events
+    # each figure rounded as printed: µs to 0.05, the ms to 0.005 (5 µs over the events)
+    assert abs(float(printed["us"]) - per_event) <= 0.05 + 5.0 / events + 1e-9
+    # The README quotes the line as printed, its figures elided, and explains that figure in the
+    # sentences that follow it: paced, unpaced, against the engine's cost per chunk.
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    quoted = f"`time parsed {printed['events']} events in … ms, … µs/event`"
+    assert quoted in text, f"the README must quote the line replay prints: {quoted}"
+    explained = text[text.index(quoted) :].split(" The second runs")[0]
+    for words in ("inside the parser", "tens of µs an event", "`--no-pace` it is a few µs"):
+        assert words in explained, f"the README's explanation no longer says {words!r}"
+    assert f"over only {events} events" in explained
+    # ... and its cost per chunk is the Performance table's whole path, Cython.
+    whole_path = r"\| whole path: `ChatStream`, bytes to `Completion` \| [\d.]+ \| ([\d.]+) \|"
+    row = re.search(whole_path, text)
+    assert row and f"about {float(row[1]):.1f} µs a chunk" in explained

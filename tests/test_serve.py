@@ -21,13 +21,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import llamafast
 import llamafast.pure
+from _examples import NOT_RUN, Block, client_module, run_block, serve_process
 from llamafast import (
     ChatRequest,
     Completion,
@@ -50,15 +51,11 @@ from llamafast._cli._serve import (
     recording,
 )
 from llamafast._recordings import SERVE, split
-from test_readme import ALL, NOT_RUN, PYTHON, README, URL_LINE, Block, _config_file
+from test_readme import ALL, PYTHON, README, _config_file
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_THINKING = {"enable_thinking": False}
 TOOLS = [ToolSchema("read_file", "Read a text file.", {"type": "object"})]
-
-
-def client_module(impl: SimpleNamespace) -> ModuleType:
-    return llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
 
 
 def serving(server: RecordedServer) -> Iterator[RecordedServer]:
@@ -354,30 +351,6 @@ def test_a_prompt_over_the_context_is_the_recorded_400(
 # --- the command, and the README's examples against it ----------------------------------------
 
 
-def serve_process(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llamafast", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "llamafast serve: http://127.0.0.1:PORT (...)"
-    assert line.startswith("llamafast serve: http://127.0.0.1:"), line + proc.stderr.read()
-    return proc, line.split()[2]
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[str]:
-    """`python -m llamafast serve --slots 2` (the asyncio example uses slots 0 and 1), paced."""
-    proc, url = serve_process("--slots", "2")
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
-
-
 def test_the_command_answers_health(served: str) -> None:
     conn = http.client.HTTPConnection(served.removeprefix("http://"), timeout=30)
     conn.request("GET", "/health")
@@ -410,20 +383,7 @@ def test_every_client_example_is_found() -> None:
 def test_the_readme_client_example_runs_as_written_against_serve(
     block: Block, served: str, tmp_path: Path, impl: SimpleNamespace
 ) -> None:
-    toml, n = URL_LINE.subn(f'url = "{served}"', _config_file())
-    assert n == 1
-    (tmp_path / "llamafast.toml").write_text(toml, encoding="utf-8")
-    env = dict(os.environ, LLAMAFAST_NO_EXTENSIONS="1" if impl.IMPLEMENTATION == "python" else "0")
-    done = subprocess.run(
-        [sys.executable, "-c", block.text],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"README.md:{block.line}\n{done.stderr}"
-    assert done.stdout.strip(), f"README.md:{block.line} printed nothing"
+    run_block(block, f"README.md:{block.line}", _config_file(), served, tmp_path, impl)
 
 
 @pytest.mark.parametrize(
