@@ -84,19 +84,24 @@ def running(cmd: list[str], port: int) -> Iterator[str]:
             stop(proc)
 
 
-def resident_kib(url: str) -> int:
-    """The resident memory (KiB) of the llama-server listening at `url` (Linux: /proc)."""
+def server_pid(url: str) -> int:
+    """The process id of the llama-server listening at `url` (Linux: /proc)."""
     port = url.rsplit(":", 1)[1].encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 args = f.read().split(b"\0")
-            if args[0] == BINARY.encode() and port in args:
-                with open(f"/proc/{pid}/status") as f:
-                    return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
         except OSError:  # gone meanwhile
             continue
+        if args[0] == BINARY.encode() and port in args:
+            return int(pid)
     raise LookupError(f"no llama-server process listens at {url}")
+
+
+def resident_kib(url: str) -> int:
+    """The resident memory (KiB) of the llama-server listening at `url` (Linux: /proc)."""
+    with open(f"/proc/{server_pid(url)}/status") as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
 
 
 def stop(proc: subprocess.Popen[bytes], grace: float = 15) -> None:

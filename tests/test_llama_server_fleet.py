@@ -9,14 +9,18 @@ Marker `llama_server`; skipped without LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 import llamafast
 import llamafast.pure
-from _llama import NEEDS_SERVER, serve_model
+from _llama import NEEDS_SERVER, serve_model, server_pid
 from llamafast import Assistant, ChatRequest, Completion, Config, InferConfig, Limits, System, User
 
 pytestmark = NEEDS_SERVER
@@ -31,7 +35,7 @@ def fleet() -> Iterator[tuple[str, str]]:
         yield first, second
 
 
-def config(urls: tuple[str, str]) -> Config:
+def config(urls: tuple[str, ...]) -> Config:
     return Config(InferConfig(urls=urls), Limits(max_tokens=4, retries=0))
 
 
@@ -43,13 +47,20 @@ def turn(i: int, answers: list[Completion]) -> ChatRequest:
     return ChatRequest(None, msgs, temperature=0.0, seed=1)
 
 
-def run(package: Any, kind: str, urls: tuple[str, str]) -> dict[int, list[tuple[str, Any]]]:
-    """Every conversation's turns, interleaved, on one client: (server, timings) per turn."""
-    seen: dict[int, list[tuple[str, Any]]] = {i: [] for i in range(CONVERSATIONS)}
+Seen = dict[int, list[tuple[str, Any]]]
+
+
+def run(
+    package: Any, kind: str, urls: tuple[str, ...], before: Callable[[int, Seen], None]
+) -> Seen:
+    """Every conversation's turns, interleaved, on one client: (server, timings) per turn;
+    `before(t, seen)` before turn t."""
+    seen: Seen = {i: [] for i in range(CONVERSATIONS)}
     answers: dict[int, list[Completion]] = {i: [] for i in range(CONVERSATIONS)}
     if kind == "sync":
         with package.Client(config(urls)) as client:
-            for _ in range(TURNS):
+            for t in range(TURNS):
+                before(t, seen)
                 for i in range(CONVERSATIONS):
                     with client.stream(turn(i, answers[i])) as stream:
                         list(stream)
@@ -59,7 +70,8 @@ def run(package: Any, kind: str, urls: tuple[str, str]) -> dict[int, list[tuple[
 
     async def main() -> None:
         async with package.AsyncClient(config(urls)) as client:
-            for _ in range(TURNS):
+            for t in range(TURNS):
+                before(t, seen)
                 for i in range(CONVERSATIONS):
                     async with client.stream(turn(i, answers[i])) as stream:
                         _ = [e async for e in stream]
@@ -75,12 +87,58 @@ def run(package: Any, kind: str, urls: tuple[str, str]) -> dict[int, list[tuple[
 def test_every_turn_of_a_conversation_is_answered_by_one_server_from_its_cache(
     fleet: tuple[str, str], package: Any, kind: str
 ) -> None:
-    seen = run(package, kind, fleet)
+    seen = run(package, kind, fleet, nothing)
     homes = {i: {server for server, _ in turns} for i, turns in seen.items()}
     assert all(len(h) == 1 for h in homes.values()), homes
     assert len(set().union(*homes.values())) == 2  # both servers used
     for turns in seen.values():
         for _, timings in turns[1:]:  # the opening was computed once, on that server
             assert timings is not None and timings.cache_n > 0
-    again = run(package, "sync" if kind == "async" else "async", fleet)  # another client
+    again = run(package, "sync" if kind == "async" else "async", fleet, nothing)  # another
     assert {i: {s for s, _ in t} for i, t in again.items()} == homes
+
+
+def wait_refused(url: str) -> None:
+    """Until `url`'s port refuses connections: a killed server's threads end, and its sockets
+    close, a little after it shows as exited (while it dies, a connect may be reset instead,
+    which RETRIES covers)."""
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        try:
+            socket.create_connection(address, timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"{url} still takes connections 10 s after it was killed")
+
+
+def nothing(t: int, seen: Seen) -> None:
+    """No change between turns."""
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_server_killed_between_turns_moves_its_conversations_and_loses_nothing(kind: str) -> None:
+    # One of three servers dies after the first turn: its conversations' next turns go to the
+    # next server of their ranking (a refused connection moves a request at once, unsent) and
+    # stay there; every turn is answered, the others' stay where they were.
+    killed: list[str] = []
+
+    def kill_a_home(t: int, seen: Seen) -> None:
+        if t == 1:
+            killed.append(seen[0][0][0])  # conversation 0's server
+            os.kill(server_pid(killed[0]), signal.SIGKILL)
+            wait_refused(killed[0])
+
+    with serve_model() as a, serve_model() as b, serve_model() as c:
+        seen = run(llamafast, kind, (a, b, c), kill_a_home)
+    homes = {i: [server for server, _ in turns] for i, turns in seen.items()}
+    assert all(len(h) == TURNS for h in homes.values()), homes  # nothing lost
+    moved = [i for i, h in homes.items() if h[0] == killed[0]]
+    for i, h in homes.items():
+        if i in moved:
+            assert killed[0] not in h[1:] and len(set(h[1:])) == 1, homes
+        else:
+            assert len(set(h)) == 1, homes
