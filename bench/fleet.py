@@ -60,16 +60,19 @@ def _next_server(mode: str, n: int, rng: random.Random) -> int:
     return int(k % n)
 
 
-def turn(i: int, answers: list[str]) -> ChatRequest:
-    """The next turn of conversation `i` after its `answers` so far."""
-    opening = f"You are agent {i}, one of many. Follow the plan step by step. " * 12
+def turn(i: int, answers: list[str], repeats: int = 12) -> ChatRequest:
+    """The next turn of conversation `i` after its `answers` so far; its opening (the system
+    prompt: an agent's instructions and tools) `repeats` sentences of about 14 tokens."""
+    opening = f"You are agent {i}, one of many. Follow the plan step by step. " * repeats
     msgs: list[Any] = [System(opening), User(f"Task {i}: list the steps to sort {i} cards.")]
     for t, answer in enumerate(answers):
         msgs += [Assistant(answer), User(f"Step {t + 1} done. What next?")]
     return ChatRequest(None, msgs, temperature=0.0, seed=1, max_tokens=16)
 
 
-def worker(mode: str, urls: list[str], mine: list[int], turns: int, rank: int) -> dict[str, Any]:
+def worker(
+    mode: str, urls: list[str], mine: list[int], turns: int, rank: int, repeats: int
+) -> dict[str, Any]:
     """One process's conversations, turns interleaved: per conversation the server and the
     timings of each turn."""
     limits = Limits(retries=0)
@@ -86,7 +89,7 @@ def worker(mode: str, urls: list[str], mine: list[int], turns: int, rank: int) -
         for _ in range(turns):
             for i in mine:
                 client = clients[_next_server(mode, len(clients), rng)]
-                with client.stream(turn(i, answers[i])) as stream:
+                with client.stream(turn(i, answers[i], repeats)) as stream:
                     for _event in stream:
                         pass
                 done = stream.completion
@@ -104,7 +107,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         counter = ctx.Value("q", 0)
         with ctx.Pool(args.processes, _share, (counter,)) as pool:
             jobs = [
-                pool.apply_async(worker, (mode, urls, mine, args.turns, rank))
+                pool.apply_async(worker, (mode, urls, mine, args.turns, rank, args.opening))
                 for rank, mine in enumerate(parts)
             ]
             seen: dict[str, Any] = {}
@@ -122,6 +125,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=24, choices=range(1, 1001))
     parser.add_argument("--turns", type=int, default=4, choices=range(2, 51))
     parser.add_argument("--processes", type=int, default=2, choices=range(1, 17))
+    parser.add_argument(
+        "--opening",
+        type=int,
+        default=12,
+        choices=range(1, 101),
+        help="sentences (about 14 tokens each) in each conversation's system prompt",
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
     if not (BINARY and MODEL):
@@ -131,7 +141,8 @@ def main() -> None:
     rows = [run_mode(mode, args) for mode in MODES]
     print(
         f"{args.servers} servers, {args.conversations} conversations x {args.turns} turns, "
-        f"{args.processes} processes; prompt tokens processed (sum of timings.prompt_n)"
+        f"{args.processes} processes, openings of {args.opening} sentences; prompt tokens "
+        "processed (sum of timings.prompt_n)"
     )
     print(f"{'routing':<12} {'processed':>10} {'x ideal':>8} {'one server':>11}")
     for row in rows:
