@@ -20,7 +20,15 @@ import llamafast.pure
 from _drivers import DRIVERS, Driver, cfg, req
 from _embed import EmbedServer, embed_handler
 from _server import ReplayServer, Reply
-from llamafast import ChatRequest, ContextOverflowError, HttpError, System, User
+from llamafast import (
+    ChatRequest,
+    Config,
+    ContextOverflowError,
+    HttpError,
+    InferConfig,
+    System,
+    User,
+)
 
 # The SDK is a test dependency (pyproject's `test` extra); skip only where it truly is absent.
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
@@ -119,6 +127,22 @@ def test_a_chat_gives_one_span_after_the_conventions(
         ],
     }
     assert 0 < span.attributes["gen_ai.response.time_to_first_chunk"] < 60
+
+
+def test_the_span_names_the_server_that_answered(
+    telemetry: Telemetry, twin_drive: Driver, server: ReplayServer
+) -> None:
+    # Several servers (rule FLEET): the first refuses, the chat goes to the second, and the
+    # span and the metrics name the second.
+    from _llama import free_port
+
+    server.script = [Reply("usage_chunk")]
+    urls = (f"http://127.0.0.1:{free_port()}", server.url)
+    twin_drive.run(Config(InferConfig(urls=urls), cfg(server).limits), req(None)).ok()
+    port = int(server.url.rstrip("/").rsplit(":", 1)[1])
+    assert one_span(telemetry).attributes["server.port"] == port
+    points = telemetry.points("gen_ai.client.operation.duration")
+    assert {p.attributes["server.port"] for p in points} == {port}
 
 
 def test_reasoning_tokens_and_the_server_timings_without_usage(

@@ -119,6 +119,8 @@ class _Watch:
         metric = dict(self.base)
         if "gen_ai.response.model" in response:
             metric["gen_ai.response.model"] = response["gen_ai.response.model"]
+        for key in ("server.address", "server.port"):  # the server that answered
+            response[key] = metric[key]
         if error is not None:
             metric["error.type"] = response["error.type"] = type(error).__qualname__
             span.set_status(recorder.error_status(str(error)))
@@ -241,6 +243,9 @@ class _WatchedChat:
         if watch is None:
             return
         self._otel = None
+        # The server that answered: with several (rule FLEET), known once the chat was routed.
+        target = self._core.core.target  # type: ignore[attr-defined]
+        watch.base["server.address"], watch.base["server.port"] = target.host, target.port
         done: Completion | None = getattr(self, "_completion", None)
         error = sys.exc_info()[1]  # every failure's _release runs in its except block
         if isinstance(error, StopIteration | StopAsyncIteration):
