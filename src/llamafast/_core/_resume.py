@@ -37,6 +37,7 @@ class Resumable(Exchange):
     conn: Any
     sink: Any
     completion: Any
+    closed: bool
 
     def start_resumable(self) -> None:
         core = self.core
@@ -70,8 +71,6 @@ class Resumable(Exchange):
         if self.conv_id is not None and is_break(err) and not self.closed:
             self.broken = err
             raise Resume
-
-    closed: bool
 
     def resume(self) -> Phase[None]:
         """Close the broken connection and ask the server for the rest of the event stream
