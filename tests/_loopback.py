@@ -27,6 +27,7 @@ from llamafast._recordings import split
 
 __all__ = [
     "LoopbackServer",
+    "RelayProxy",
     "Request",
     "completion_id",
     "peek_until",
@@ -165,3 +166,46 @@ class LoopbackServer:
                 self._conns.discard(raw)
             with contextlib.suppress(OSError):
                 conn.close()
+
+
+class RelayProxy(LoopbackServer):
+    """Relays every request to the loopback port `upstream` (one per connection), and keeps
+    their lines (`requests`); with `cut`, the first chat answer is cut after `cut` bytes of its
+    body (its head relayed whole, then the connection closed)."""
+
+    def __init__(self, upstream: int, cut: int | None = None) -> None:
+        super().__init__()
+        self.upstream = upstream
+        self.cut: int | None = cut
+        self.requests: list[str] = []
+
+    def handle(self, conn: socket.socket, accepted: object) -> None:
+        head = peek_until(conn, b"\r\n\r\n")
+        req = read_request(conn)
+        if head is None or req is None:
+            return
+        head = head[: head.index(b"\r\n\r\n")] + b"\r\nConnection: close\r\n\r\n"
+        self.requests.append(f"{req.method} {req.path}")
+        cut = None
+        if req.path == "/v1/chat/completions" and self.cut is not None:
+            cut, self.cut = self.cut, None
+        with socket.create_connection(("127.0.0.1", self.upstream)) as up:
+            up.sendall(head + req.body)
+            self._relay(up, conn, cut)
+
+    @staticmethod
+    def _relay(up: socket.socket, conn: socket.socket, cut: int | None) -> None:
+        sent = b""
+        body_at: int | None = None
+        while True:
+            data = up.recv(65536)
+            if not data:
+                return
+            if cut is not None:
+                sent += data
+                if body_at is None and b"\r\n\r\n" in sent:
+                    body_at = sent.index(b"\r\n\r\n") + 4
+                if body_at is not None and len(sent) >= body_at + cut:
+                    conn.sendall(data[: len(data) - (len(sent) - body_at - cut)])
+                    return  # the connection closes: EOF inside the body
+            conn.sendall(data)

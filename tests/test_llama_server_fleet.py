@@ -9,6 +9,7 @@ Marker `llama_server`; skipped without LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _llama import NEEDS_SERVER, serve_model, server_pid
+from _loopback import RelayProxy
 from llamafast import Assistant, ChatRequest, Completion, Config, InferConfig, Limits, System, User
 
 pytestmark = NEEDS_SERVER
@@ -123,17 +125,26 @@ def nothing(t: int, seen: Seen) -> None:
 def test_a_server_killed_between_turns_moves_its_conversations_and_loses_nothing(kind: str) -> None:
     # One of three servers dies after the first turn: its conversations' next turns go to the
     # next server of their ranking (a refused connection moves a request at once, unsent) and
-    # stay there; every turn is answered, the others' stay where they were.
+    # stay there; every turn is answered, once (each server behind a relay that counts the
+    # POSTs it took), and the others' conversations stay where they were.
     killed: list[str] = []
 
-    def kill_a_home(t: int, seen: Seen) -> None:
-        if t == 1:
-            killed.append(seen[0][0][0])  # conversation 0's server
-            os.kill(server_pid(killed[0]), signal.SIGKILL)
-            wait_refused(killed[0])
-
     with serve_model() as a, serve_model() as b, serve_model() as c:
-        seen = run(llamafast, kind, (a, b, c), kill_a_home)
+        relays = {}
+        with contextlib.ExitStack() as stack:
+            for url in (a, b, c):
+                relay = stack.enter_context(RelayProxy(int(url.rsplit(":", 1)[1])))
+                relays[relay.url] = (relay, url)
+
+            def kill_a_home(t: int, seen: Seen) -> None:
+                if t == 1:
+                    killed.append(seen[0][0][0])  # conversation 0's server (its relay)
+                    relay, url = relays[killed[0]]
+                    os.kill(server_pid(url), signal.SIGKILL)
+                    wait_refused(url)
+                    relay.stop()  # refuses from now on, as the server does
+
+            seen = run(llamafast, kind, tuple(relays), kill_a_home)
     homes = {i: [server for server, _ in turns] for i, turns in seen.items()}
     assert all(len(h) == TURNS for h in homes.values()), homes  # nothing lost
     moved = [i for i, h in homes.items() if h[0] == killed[0]]
@@ -142,3 +153,5 @@ def test_a_server_killed_between_turns_moves_its_conversations_and_loses_nothing
             assert killed[0] not in h[1:] and len(set(h[1:])) == 1, homes
         else:
             assert len(set(h)) == 1, homes
+    posts = [r.requests.count("POST /v1/chat/completions") for r, _ in relays.values()]
+    assert sum(posts) == CONVERSATIONS * TURNS, posts  # none sent twice

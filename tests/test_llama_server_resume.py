@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 import sys
 import time
 import urllib.request
@@ -25,55 +24,13 @@ import pytest
 import llamafast
 import llamafast.pure
 from _llama import NEEDS_SERVER, resident_kib, serve_model
-from _loopback import LoopbackServer, peek_until, read_request
+from _loopback import RelayProxy
 from llamafast import Completion, Config, InferConfig, Limits
 
 pytestmark = NEEDS_SERVER
 
 ASK = [{"role": "user", "content": "Count from one to twenty in words."}]
 FIELDS: dict[str, Any] = {"temperature": 0.0, "seed": 7, "max_tokens": 60}
-
-
-class CuttingProxy(LoopbackServer):
-    """Relays every request to `upstream` (one per connection); the first chat answer is cut
-    after `cut` bytes of its body (its head relayed whole, then the connection closed)."""
-
-    def __init__(self, upstream: int, cut: int) -> None:
-        super().__init__()
-        self.upstream = upstream
-        self.cut: int | None = cut
-        self.requests: list[str] = []
-
-    def handle(self, conn: socket.socket, accepted: object) -> None:
-        head = peek_until(conn, b"\r\n\r\n")
-        req = read_request(conn)
-        if head is None or req is None:
-            return
-        head = head[: head.index(b"\r\n\r\n")] + b"\r\nConnection: close\r\n\r\n"
-        self.requests.append(f"{req.method} {req.path}")
-        cut = None
-        if req.path == "/v1/chat/completions" and self.cut is not None:
-            cut, self.cut = self.cut, None
-        with socket.create_connection(("127.0.0.1", self.upstream)) as up:
-            up.sendall(head + req.body)
-            self._relay(up, conn, cut)
-
-    @staticmethod
-    def _relay(up: socket.socket, conn: socket.socket, cut: int | None) -> None:
-        sent = b""
-        body_at: int | None = None
-        while True:
-            data = up.recv(65536)
-            if not data:
-                return
-            if cut is not None:
-                sent += data
-                if body_at is None and b"\r\n\r\n" in sent:
-                    body_at = sent.index(b"\r\n\r\n") + 4
-                if body_at is not None and len(sent) >= body_at + cut:
-                    conn.sendall(data[: len(data) - (len(sent) - body_at - cut)])
-                    return  # the connection closes: EOF inside the body
-            conn.sendall(data)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +85,7 @@ def test_a_stream_cut_at_a_random_body_byte_gives_the_unbroken_answer(
     whole = answer(package, kind, llama)
     assert whole is not None
     cut = random.Random().randrange(1, 1500)
-    with CuttingProxy(int(llama.rsplit(":", 1)[1]), cut) as proxy:
+    with RelayProxy(int(llama.rsplit(":", 1)[1]), cut) as proxy:
         broken = answer(package, kind, proxy.url)
     assert broken is not None, cut
     assert same(broken) == same(whole), cut
