@@ -36,16 +36,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import llamafast  # noqa: E402
-from _llama import BINARY, MODEL, serve_model  # noqa: E402  (the tests' server starter)
+from _llama import BINARY, MODEL, kill_server, serve_model  # noqa: E402  (the tests' servers)
+from _loopback import RelayProxy  # noqa: E402
 from llamafast import Assistant, ChatRequest, Config, InferConfig, Limits, System, User  # noqa: E402
+from llamafast._core._fleet import normal_url  # noqa: E402
 
 MODES = ("fleet", "round-robin", "random")
 _COUNTER: Any = None  # round-robin's, shared by the worker processes
+_BARRIER: Any = None  # --kill: the workers and the main process meet around the kill
 
 
-def _share(counter: Any) -> None:
-    global _COUNTER
-    _COUNTER = counter
+def _share(counter: Any, barrier: Any) -> None:
+    global _COUNTER, _BARRIER
+    _COUNTER, _BARRIER = counter, barrier
 
 
 def _next_server(mode: str, n: int, rng: random.Random) -> int:
@@ -71,10 +74,11 @@ def turn(i: int, answers: list[str], repeats: int = 12) -> ChatRequest:
 
 
 def worker(
-    mode: str, urls: list[str], mine: list[int], turns: int, rank: int, repeats: int
+    mode: str, urls: list[str], mine: list[int], turns: int, rank: int, repeats: int, kill: int
 ) -> dict[str, Any]:
     """One process's conversations, turns interleaved: per conversation the server and the
-    timings of each turn."""
+    timings of each turn. With `kill`, after that many turns it waits while a server is
+    killed."""
     limits = Limits(retries=0)
     if mode == "fleet":
         clients = [llamafast.Client(Config(InferConfig(urls=tuple(urls)), limits))]
@@ -86,7 +90,10 @@ def worker(
     with contextlib.ExitStack() as stack:
         for client in clients:
             stack.enter_context(client)
-        for _ in range(turns):
+        for t in range(turns):
+            if kill and t == kill:
+                _BARRIER.wait(600)  # the main process kills a server now
+                _BARRIER.wait(600)
             for i in mine:
                 client = clients[_next_server(mode, len(clients), rng)]
                 with client.stream(turn(i, answers[i], repeats)) as stream:
@@ -99,24 +106,49 @@ def worker(
     return {str(i): v for i, v in seen.items()}
 
 
-def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_mode(mode: str, args: argparse.Namespace, kill: int = 0) -> dict[str, Any]:
+    """One mode on fresh servers, each behind a relay that counts the POSTs it took. With
+    `kill`, the first server is killed (SIGKILL) after that many turns, its relay refusing
+    from then on."""
     with contextlib.ExitStack() as stack:
-        urls = [stack.enter_context(serve_model()) for _ in range(args.servers)]
+        servers = [stack.enter_context(serve_model()) for _ in range(args.servers)]
+        relays = [stack.enter_context(RelayProxy(int(u.rsplit(":", 1)[1]))) for u in servers]
+        urls = [r.url for r in relays]
         parts = [list(range(p, args.conversations, args.processes)) for p in range(args.processes)]
         ctx = multiprocessing.get_context("spawn")
-        counter = ctx.Value("q", 0)
-        with ctx.Pool(args.processes, _share, (counter,)) as pool:
+        counter, barrier = ctx.Value("q", 0), ctx.Barrier(args.processes + 1)
+        with ctx.Pool(args.processes, _share, (counter, barrier)) as pool:
             jobs = [
-                pool.apply_async(worker, (mode, urls, mine, args.turns, rank, args.opening))
+                pool.apply_async(worker, (mode, urls, mine, args.turns, rank, args.opening, kill))
                 for rank, mine in enumerate(parts)
             ]
+            if kill:
+                barrier.wait(1800)
+                kill_server(servers[0])
+                relays[0].stop()
+                barrier.wait(600)
             seen: dict[str, Any] = {}
             for job in jobs:
                 seen.update(job.get(timeout=1800))
+        posts = sum(r.requests.count("POST /v1/chat/completions") for r in relays)
     processed = sum(p for turns in seen.values() for _, p, _ in turns)
     ideal = sum(turns[-1][1] + turns[-1][2] for turns in seen.values())
-    sticky = sum(len({s for s, _, _ in turns}) == 1 for turns in seen.values())
-    return {"mode": mode, "processed": processed, "ideal": ideal, "sticky": sticky}
+    # On one server while it was up: one server before the kill, one after (the same, unless
+    # it was the killed one).
+    killed = normal_url(urls[0]) if kill else None
+    sticky = 0
+    for turns in seen.values():
+        before = {s for s, _, _ in turns[: kill or None]}
+        after = {s for s, _, _ in turns[kill:]} if kill else before
+        sticky += len(before) == len(after) == 1 and (before == after or before == {killed})
+    return {
+        "mode": mode if not kill else f"{mode}, a server killed after turn {kill}",
+        "processed": processed,
+        "ideal": ideal,
+        "sticky": sticky,
+        "posts": posts,
+        "turns": sum(len(t) for t in seen.values()),
+    }
 
 
 def main() -> None:
@@ -132,6 +164,12 @@ def main() -> None:
         choices=range(1, 101),
         help="sentences (about 14 tokens each) in each conversation's system prompt",
     )
+    parser.add_argument(
+        "--kill",
+        type=int,
+        default=0,
+        help="also run the client's routing with the first server killed after this many turns",
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
     if not (BINARY and MODEL):
@@ -139,19 +177,22 @@ def main() -> None:
             "set LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_MODEL (tools/llama-server/build.sh)"
         )
     rows = [run_mode(mode, args) for mode in MODES]
+    if args.kill:
+        rows.append(run_mode("fleet", args, args.kill))
     print(
         f"{args.servers} servers, {args.conversations} conversations x {args.turns} turns, "
         f"{args.processes} processes, openings of {args.opening} sentences; prompt tokens "
         "processed (sum of timings.prompt_n)"
     )
-    print(f"{'routing':<12} {'processed':>10} {'x ideal':>8} {'one server':>11}")
+    print(f"{'routing':<12} {'processed':>10} {'x ideal':>8} {'one server':>11} {'POSTs':>7}")
     for row in rows:
         ratio = row["processed"] / row["ideal"]
         stuck = f"{row['sticky']}/{args.conversations}"
-        print(f"{row['mode']:<12} {row['processed']:>10} {ratio:>8.3f} {stuck:>11}")
+        posts = f"{row['posts']}/{row['turns']}"
+        print(f"{row['mode']:<12} {row['processed']:>10} {ratio:>8.3f} {stuck:>11} {posts:>7}")
     print(f"{'ideal':<12} {rows[0]['ideal']:>10}")
     fleet = rows[0]
-    for row in rows[1:]:
+    for row in rows[1 : len(MODES)]:
         print(f"{row['mode']} / fleet: {row['processed'] / fleet['processed']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
@@ -96,6 +97,24 @@ def server_pid(url: str) -> int:
         if args[0] == BINARY.encode() and port in args:
             return int(pid)
     raise LookupError(f"no llama-server process listens at {url}")
+
+
+def kill_server(url: str) -> None:
+    """SIGKILL the llama-server listening at `url`, and wait until its port refuses
+    connections: its threads end, and its sockets close, a little after it shows as exited
+    (while it dies, a connect may be reset instead)."""
+    os.kill(server_pid(url), signal.SIGKILL)
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    until = time.monotonic() + 10
+    while time.monotonic() < until:
+        try:
+            socket.create_connection(address, timeout=1).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise AssertionError(f"{url} still takes connections 10 s after it was killed")
 
 
 def resident_kib(url: str) -> int:

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +17,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from _llama import NEEDS_SERVER, serve_model, server_pid
+from _llama import NEEDS_SERVER, kill_server, serve_model
 from _loopback import RelayProxy
 from llamafast import Assistant, ChatRequest, Completion, Config, InferConfig, Limits, System, User
 
@@ -100,23 +96,6 @@ def test_every_turn_of_a_conversation_is_answered_by_one_server_from_its_cache(
     assert {i: {s for s, _ in t} for i, t in again.items()} == homes
 
 
-def wait_refused(url: str) -> None:
-    """Until `url`'s port refuses connections: a killed server's threads end, and its sockets
-    close, a little after it shows as exited (while it dies, a connect may be reset instead,
-    which RETRIES covers)."""
-    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
-    until = time.monotonic() + 10
-    while time.monotonic() < until:
-        try:
-            socket.create_connection(address, timeout=1).close()
-        except ConnectionRefusedError:
-            return
-        except OSError:
-            pass
-        time.sleep(0.01)
-    raise AssertionError(f"{url} still takes connections 10 s after it was killed")
-
-
 def nothing(t: int, seen: Seen) -> None:
     """No change between turns."""
 
@@ -140,8 +119,7 @@ def test_a_server_killed_between_turns_moves_its_conversations_and_loses_nothing
                 if t == 1:
                     killed.append(seen[0][0][0])  # conversation 0's server (its relay)
                     relay, url = relays[killed[0]]
-                    os.kill(server_pid(url), signal.SIGKILL)
-                    wait_refused(url)
+                    kill_server(url)
                     relay.stop()  # refuses from now on, as the server does
 
             seen = run(llamafast, kind, tuple(relays), kill_a_home)
