@@ -25,7 +25,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _recordings import open_recording, stream_recordings
-from llamafast import Content, HttpError, Progress, Reasoning, TokenLogprob, ToolCallDelta
+from llamafast import (
+    Completion,
+    Content,
+    FinishReason,
+    HttpError,
+    Progress,
+    Reasoning,
+    Timings,
+    TokenLogprob,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -438,6 +450,15 @@ EVENTS = [
     (Progress, (2**63 - 1, 0, 0)),
     (ToolCallDelta, (0, "id", "name", "{")),
     (ToolCallDelta, (3, None, None, "")),
+    (Timings, (1, 2, 3, 4.5, 6.0)),
+    (
+        Completion,
+        (
+            *("id", "c", None, (ToolCall("i", "n", "{}"),), FinishReason.STOP, Timings(), 2),
+            *(False, "m", Usage(1, 2, 0), (TokenLogprob("c", -0.5),)),
+        ),
+    ),
+    (Completion, ("id", None, "r", (), FinishReason.LENGTH, Timings(), 0, True, None, None, ())),
 ]
 
 
@@ -447,7 +468,7 @@ def test_fast_built_events_are_the_same_objects(
 ) -> None:
     from llamafast._engine import _assemble_c  # its internals: the fast event constructors
 
-    assert _assemble_c.FAST_EVENTS == (True, True, True, True)  # the fast path is in use
+    assert all(_assemble_c.FAST_EVENTS)  # the fast path is in use (events, Timings, Completion)
     fast = _assemble_c._build_event(cls, args)
     slow = cls(*args)
     assert type(fast) is cls
