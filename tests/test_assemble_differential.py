@@ -24,20 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import llamafast as lf
 from _recordings import open_recording, stream_recordings
-from llamafast import (
-    Completion,
-    Content,
-    FinishReason,
-    HttpError,
-    Progress,
-    Reasoning,
-    Timings,
-    TokenLogprob,
-    ToolCall,
-    ToolCallDelta,
-    Usage,
-)
+from llamafast import Content, HttpError, Progress, Reasoning, TokenLogprob, ToolCallDelta
 
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -450,15 +439,18 @@ EVENTS = [
     (Progress, (2**63 - 1, 0, 0)),
     (ToolCallDelta, (0, "id", "name", "{")),
     (ToolCallDelta, (3, None, None, "")),
-    (Timings, (1, 2, 3, 4.5, 6.0)),
+    (lf.Timings, (1, 2, 3, 4.5, 6.0)),
     (
-        Completion,
+        lf.Completion,
         (
-            *("id", "c", None, (ToolCall("i", "n", "{}"),), FinishReason.STOP, Timings(), 2),
-            *(False, "m", Usage(1, 2, 0), (TokenLogprob("c", -0.5),)),
+            *("id", "c", None, (lf.ToolCall("i", "n", "{}"),), lf.FinishReason.STOP, lf.Timings()),
+            *(2, False, "m", lf.Usage(1, 2, 0), (TokenLogprob("c", -0.5),)),
         ),
     ),
-    (Completion, ("id", None, "r", (), FinishReason.LENGTH, Timings(), 0, True, None, None, ())),
+    (
+        lf.Completion,
+        ("id", None, "r", (), lf.FinishReason.LENGTH, lf.Timings(), 0, True, None, None, ()),
+    ),
 ]
 
 

@@ -281,24 +281,25 @@ cdef inline object _new_delta(object index, object id_, object name, object argu
     return obj
 
 
-cdef object _timings(tuple values):
+cdef object _filled(PyTypeObject* tp, Py_ssize_t* offsets, tuple values):
+    """An object of `tp` whose slots (at `offsets`) hold `values`, one each, in order."""
     cdef Py_ssize_t i
-    if not _FAST_TIMINGS:
+    obj = PyType_GenericAlloc(tp, 0)
+    for i in range(len(values)):
+        _put(obj, offsets[i], values[i])
+    return obj
+
+
+cdef inline object _timings(tuple values):
+    if not _FAST_TIMINGS or len(values) != 5:
         return Timings(*values)
-    obj = PyType_GenericAlloc(_TP_TIMINGS, 0)
-    for i in range(5):
-        _put(obj, _OFF_TIMINGS[i], values[i])
-    return obj
+    return _filled(_TP_TIMINGS, _OFF_TIMINGS, values)
 
 
-cdef object _completion(tuple values):
-    cdef Py_ssize_t i
-    if not _FAST_COMPLETION:
+cdef inline object _completion(tuple values):
+    if not _FAST_COMPLETION or len(values) != 11:
         return Completion(*values)
-    obj = PyType_GenericAlloc(_TP_COMPLETION, 0)
-    for i in range(11):
-        _put(obj, _OFF_COMPLETION[i], values[i])
-    return obj
+    return _filled(_TP_COMPLETION, _OFF_COMPLETION, values)
 
 
 def _init_fast_paths():
