@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import llamafast as lf
 from _recordings import open_recording, stream_recordings
 from llamafast import Content, HttpError, Progress, Reasoning, TokenLogprob, ToolCallDelta
 
@@ -438,6 +439,18 @@ EVENTS = [
     (Progress, (2**63 - 1, 0, 0)),
     (ToolCallDelta, (0, "id", "name", "{")),
     (ToolCallDelta, (3, None, None, "")),
+    (lf.Timings, (1, 2, 3, 4.5, 6.0)),
+    (
+        lf.Completion,
+        (
+            *("id", "c", None, (lf.ToolCall("i", "n", "{}"),), lf.FinishReason.STOP, lf.Timings()),
+            *(2, False, "m", lf.Usage(1, 2, 0), (TokenLogprob("c", -0.5),)),
+        ),
+    ),
+    (
+        lf.Completion,
+        ("id", None, "r", (), lf.FinishReason.LENGTH, lf.Timings(), 0, True, None, None, ()),
+    ),
 ]
 
 
@@ -447,7 +460,7 @@ def test_fast_built_events_are_the_same_objects(
 ) -> None:
     from llamafast._engine import _assemble_c  # its internals: the fast event constructors
 
-    assert _assemble_c.FAST_EVENTS == (True, True, True, True)  # the fast path is in use
+    assert all(_assemble_c.FAST_EVENTS)  # the fast path is in use (events, Timings, Completion)
     fast = _assemble_c._build_event(cls, args)
     slow = cls(*args)
     assert type(fast) is cls

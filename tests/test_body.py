@@ -693,3 +693,29 @@ def test_any_valid_request_gives_its_fields_in_order_and_the_same_bytes_again(
     assert got.get("top_logprobs") == req.top_logprobs
     assert got.get("reasoning_effort") == req.reasoning_effort
     assert got.get("reasoning_budget_tokens") == req.reasoning_budget_tokens
+
+
+def test_a_body_does_not_depend_on_the_bodies_built_before() -> None:
+    # The fields after id_slot of a request that sets none of them but thinking and its budget
+    # are written once per Config, thinking and budget: each body is the one it is in any order,
+    # and a budget the full path refuses is refused after a valid one of equal value.
+    other = Config(InferConfig(temperature=1.0), Limits(max_tokens=7, sse_ping_interval=0))
+    cases = [
+        (cfg, ChatRequest(slot, [User("hi")], thinking=thinking, reasoning_budget_tokens=budget))
+        for cfg in (CFG, other)
+        for slot in (None, 1)
+        for thinking in (False, True)
+        for budget in (None, 0, 1, -1)
+    ]
+    forward = [build_body(cfg, req) for cfg, req in cases]
+    backward = [build_body(cfg, req) for cfg, req in reversed(cases)][::-1]
+    assert forward == backward
+    assert len(set(forward)) == len(cases)  # each case's own body
+    for text, (cfg, req) in zip(forward, cases, strict=True):
+        sent = json.loads(text)
+        assert sent["chat_template_kwargs"] == {"enable_thinking": req.thinking}
+        assert sent.get("reasoning_budget_tokens") == req.reasoning_budget_tokens
+        assert sent["max_tokens"] == cfg.limits.max_tokens
+    build_body(CFG, ChatRequest(0, [User("hi")], reasoning_budget_tokens=1))
+    with pytest.raises(ValueError, match="reasoning_budget_tokens must be an integer"):
+        build_body(CFG, ChatRequest(0, [User("hi")], reasoning_budget_tokens=True))  # type: ignore[arg-type]

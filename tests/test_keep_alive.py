@@ -451,3 +451,37 @@ def test_a_close_long_after_a_stream_is_not_taken_for_a_close_after_every_stream
             use.close()
     assert not use.pool.closes_after_stream
     assert [n for n, _ in server.answered] == [1, 2, 2]
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_connection_kept_again_is_closed_at_its_new_idle_bound(package: Any) -> None:
+    # One idle timer per connection, armed at its first keep and re-armed when it fires: kept
+    # again before it fired, the connection lives to its new bound, then is closed.
+    async def main(server: KeepAliveServer) -> None:
+        async with package.AsyncClient(cfg(server.url)) as client:
+            await client.models()
+            await asyncio.sleep(0.8)
+            await client.models()  # kept again: idle until 0.8 + 1.5 s
+            await asyncio.sleep(1.0)  # past the first keep's bound (1.5 s)
+            assert server.open_now == 1  # not closed by the first keep's timer
+            await asyncio.sleep(1.0)
+            assert server.open_now == 0  # closed by the client at its new bound
+
+    with KeepAliveServer(header="timeout=2") as server:  # kept for 2 - 0.5 s at most
+        asyncio.run(main(server))
+    assert [n for n, _ in server.answered] == [1, 1]
+
+
+def test_a_wait_on_a_kept_connection_ends_by_its_own_deadline(kind: str) -> None:
+    # The asyncio connection's one timer for its waits, armed for the earlier answer's later
+    # deadline (connect_timeout, 2 s), is armed again for the chat's earlier one.
+    with KeepAliveServer(delay=1.0) as server:
+        use = using(kind, server, retries=0)
+        try:
+            use.models()
+            short = dataclasses.replace(use.client.config.limits, wait_timeout=0.3)
+            with pytest.raises(WaitTimeoutError):
+                use.chat(limits=short)
+        finally:
+            use.close()
+    assert server.answered[0] == (1, "/models")

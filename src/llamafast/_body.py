@@ -271,8 +271,7 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     conversation = req.conversation  # a client's routing key (rule FLEET): never sent
     if conversation is not None and not isinstance(conversation, str):
         raise ValueError(f"conversation must be a string or None, not {cut(conversation)}")
-    infer, limits = cfg.infer, cfg.limits
-    model = infer.model
+    model = cfg.infer.model
     if req.model is not None:  # the request's model wins over the config's (router mode)
         if not isinstance(req.model, str) or not req.model:
             raise ValueError(f"model must be a non-empty string or None, not {cut(req.model)}")
@@ -285,6 +284,15 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
         body["tools"] = [_tool(t) for t in req.tools]
     if slot is not None:  # left out, the server picks the slot whose cache fits the prompt best
         body["id_slot"] = slot
+    if _plain(req):  # the rest as written last time for this Config: the same text
+        tail = _plain_tail(cfg, req)
+        return _utf8(f"{_json(body)[:-1]},{tail}}}")
+    _add_tail(body, cfg, req)
+    return _utf8(_json(body))
+
+
+def _add_tail(body: dict[str, Any], cfg: Config, req: ChatRequest) -> None:
+    """The fields after `id_slot`, in their order."""
     body["cache_prompt"] = True
     body["stream"] = True
     body["return_progress"] = True
@@ -297,11 +305,56 @@ def build_body(cfg: Config, req: ChatRequest) -> str:
     _add_reasoning(body, req)
     # Qwen-style templates think when the flag is absent, so "off" is always sent explicitly.
     body["chat_template_kwargs"] = {"enable_thinking": bool(req.thinking)}
-    if limits.sse_ping_interval > 0:
-        body["sse_ping_interval"] = limits.sse_ping_interval
+    if cfg.limits.sse_ping_interval > 0:
+        body["sse_ping_interval"] = cfg.limits.sse_ping_interval
     if req.extra is not None:
         body.update(_extra(req.extra))
-    return _serialize(body)
+
+
+def _plain(req: ChatRequest) -> bool:
+    """`req` sets none of the fields after `id_slot` but `thinking` and
+    `reasoning_budget_tokens` (each of the others at its default: the Config's values go)."""
+    stop = req.stop
+    return (
+        req.max_tokens is None
+        and req.temperature is None
+        and req.top_p is None
+        and req.top_k is None
+        and req.min_p is None
+        and req.seed is None
+        and (type(stop) is tuple or type(stop) is list)
+        and not stop
+        and req.tool_choice is None
+        and req.response_format is None
+        and req.grammar is None
+        and req.logprobs is False
+        and req.top_logprobs is None
+        and req.reasoning_effort is None
+        and req.extra is None
+    )
+
+
+# The last plain request's fields after `id_slot` as JSON members: (the Config, thinking, the
+# budget, the text). Those of a plain request (`_plain`) depend on these alone, and a Config
+# is frozen, so the same one (`is`) gives the same text: most requests of a client are plain
+# and share it, which spares writing and checking a dozen fields per request.
+_last_tail: tuple[Config | None, bool, int | None, str] = (None, False, None, "")
+
+
+def _plain_tail(cfg: Config, req: ChatRequest) -> str:
+    global _last_tail
+    thinking = bool(req.thinking)
+    budget = req.reasoning_budget_tokens
+    last = _last_tail
+    if last[0] is cfg and last[1] is thinking and type(budget) is int and last[2] == budget:
+        return last[3]
+    if budget is None and last[0] is cfg and last[1] is thinking and last[2] is None:
+        return last[3]
+    tail: dict[str, Any] = {}
+    _add_tail(tail, cfg, req)  # checks the budget as the full path does
+    text = _json(tail)[1:-1]
+    _last_tail = (cfg, thinking, budget, text)
+    return text
 
 
 def _add_sampling(body: dict[str, Any], cfg: Config, req: ChatRequest) -> None:
@@ -378,15 +431,19 @@ def _add_reasoning(body: dict[str, Any], req: ChatRequest) -> None:
         body["reasoning_budget_tokens"] = budget
 
 
-def _serialize(body: dict[str, Any]) -> str:
-    """`body` as the JSON text sent; a ValueError naming the field json cannot write, or the
-    text that cannot be sent as UTF-8 (a lone surrogate)."""
+def _json(body: dict[str, Any]) -> str:
+    """`body` as JSON text; a ValueError naming the field json cannot write."""
     try:
-        text = _dumps(body)
+        return _dumps(body)
     # RecursionError stays: json.dumps recurses once per level of a caller's value
     # (response_format, extra), which no depth check bounds before it is written.
     except (TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{_unwritable(body)} cannot be written as JSON: {err}") from None
+
+
+def _utf8(text: str) -> str:
+    """`text`, the body sent; a ValueError for text that cannot be sent as UTF-8 (a lone
+    surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:

@@ -107,7 +107,6 @@ class Pool:
             if owner is not loop:  # its loop has ended (asyncio.run returned): it goes too
                 dead.append(conn)
                 continue
-            self._untimed(conn)
             if now < conn.idle_until and conn.alive():
                 return conn, False, dead
             self._seen_closed(conn, now)
@@ -171,6 +170,7 @@ class Pool:
 
     def gone(self, conn: Any) -> None:
         """`conn` was closed (its `close()` calls this once)."""
+        self._untimed(conn)
         with self._cond:
             self._open -= 1
             if conn in self._idle:
@@ -239,14 +239,7 @@ class Pool:
         the next request or the client's close: no thread of its own watches them)."""
 
     def _untimed(self, conn: Any) -> None:
-        """`conn` is no longer idle: its close after `seconds` is called off."""
-
-    def _expire(self, conn: Any) -> None:
-        with self._cond:
-            if conn not in self._idle:
-                return  # taken, or closed, meanwhile
-            self._idle.remove(conn)
-        conn.close()
+        """`conn` is closed: its close when idle is called off."""
 
     def close(self) -> None:
         """Close every kept connection; keep none from now on (the client is closed)."""
@@ -291,14 +284,31 @@ class AsyncPool(Pool):
                     if (loop, waiter) in self._waiters:
                         self._waiters.remove((loop, waiter))
 
+    # One timer per connection, armed when it is kept and none is armed, re-armed only when it
+    # fires: a connection taken and kept again before then (a request every few ms) costs its
+    # loop no timer at all, where one per keep (and its cancel) grew the loop's heap of
+    # cancelled timers. Idle past `idle_until` it is never handed out, fired or not (`_take`).
     def _timed(self, conn: Any, seconds: float) -> None:
-        conn.expiry = conn.loop.call_later(max(0.0, seconds), self._expire, conn)
+        if getattr(conn, "expiry", None) is None:
+            conn.expiry = conn.loop.call_later(max(0.0, seconds), self._expire, conn)
 
     def _untimed(self, conn: Any) -> None:
         expiry = getattr(conn, "expiry", None)
         if expiry is not None:
             conn.expiry = None
             expiry.cancel()
+
+    def _expire(self, conn: Any) -> None:
+        conn.expiry = None
+        with self._cond:
+            if conn not in self._idle:
+                return  # busy (its next keep arms a timer), or closed
+            left = conn.idle_until - time.monotonic()
+            if left > 0:  # taken and kept again since this timer was armed
+                conn.expiry = conn.loop.call_later(left, self._expire, conn)
+                return
+            self._idle.remove(conn)
+        conn.close()
 
     def _notify(self) -> None:
         if not self._waiters:  # as Pool's: a waiter added later saw the change first

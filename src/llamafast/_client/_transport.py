@@ -139,8 +139,21 @@ class _SyncIO:
         return conn
 
     def send(self, data: bytes, until: float) -> None:
-        self.sock.settimeout(max(0.001, until - time.monotonic()))
-        self.sock.sendall(data)
+        sock = self.sock
+        if sock.gettimeout() is None and not isinstance(sock, ssl.SSLSocket):
+            # A kept plain socket is left blocking (its reads bounded by the kernel:
+            # `start_stream`); a request that fits in its send buffer goes in one call that
+            # cannot block, with no timeout to set and no poll before it (two system calls
+            # fewer, and the one after the answer to set blocking again).
+            try:
+                sent = sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
+        sock.settimeout(max(0.001, until - time.monotonic()))
+        sock.sendall(data)
 
     def receive(self, until: float) -> None:
         """Read once: the bytes go to the parser; or the end, the failure, or `until`. A whole
@@ -188,7 +201,8 @@ class _SyncIO:
         if self.rcv_timeout != stall:  # the socket keeps it: set once per connection and bound
             _kernel_timeout(sock, stall)
             self.rcv_timeout = stall
-        sock.settimeout(None)
+        if sock.gettimeout() is not None:  # (a system call: not when it is blocking already)
+            sock.settimeout(None)
 
     def pump(self) -> None:
         """The stream's next read (the bytes go to the Sink), its end, or a stall."""
@@ -290,6 +304,8 @@ class _AsyncIO:
     wake: Any  # the Receiver's: call the waker once
     _stall: float
     _timer: asyncio.TimerHandle | None
+    _wait_timer: asyncio.TimerHandle | None = None  # `receive`'s, while armed
+    _due: float | None = None  # the loop time by which the pending `receive` returns
     Parser: Any  # the twin's ResponseParser (Engine.of)
     pool: Any = None  # the AsyncPool that counts it, until it is closed
     reused = False  # it carried an earlier answer (kept alive)
@@ -373,17 +389,38 @@ class _AsyncIO:
         self.transport.write(data)
 
     async def receive(self, until: float) -> None:
-        """Until the next arrival, the end, a failure, or the clock reading `until`."""
+        """Until the next arrival, the end, a failure, or the clock reading `until`. One
+        timer per connection serves every wait by a deadline (the first byte's, a head's, a
+        whole body's): one armed to fire no later than this wait's is left to fire, and
+        re-armed from the wait then pending (`_wait_over`), so a wait that ends by an arrival
+        touches no timer (a timer armed and cancelled per wait grew the loop's heap)."""
         if self.eof or self.error is not None:
             return
         loop = self.loop
         waiter = loop.create_future()
         self.waker = waiter.set_result
-        handle = loop.call_at(loop.time() + (until - time.monotonic()), self.wake)
+        self._due = due = loop.time() + (until - time.monotonic())
+        timer = self._wait_timer
+        if timer is None or timer.when() > due:
+            if timer is not None:
+                timer.cancel()
+            self._wait_timer = loop.call_at(due, self._wait_over)
         try:
             await waiter
         finally:
-            handle.cancel()
+            self._due = None
+
+    def _wait_over(self) -> None:
+        # The wait pending now (if any) is woken when its deadline has come, else the timer
+        # is armed again for it; with no wait pending it lapses.
+        self._wait_timer = None
+        due = self._due
+        if due is None:
+            return
+        if self.loop.time() >= due:
+            self.wake()
+        else:
+            self._wait_timer = self.loop.call_at(due, self._wait_over)
 
     def start_stream(self, sink: Any, stall: float) -> None:
         """From now on the body becomes events; the stall watchdog starts."""
@@ -436,6 +473,9 @@ class _AsyncIO:
     def _cancel_timer(self) -> None:
         self.clock = None
         timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        timer, self._wait_timer = self._wait_timer, None
         if timer is not None:
             timer.cancel()
 
