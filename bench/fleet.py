@@ -5,6 +5,7 @@ Run (a real llama-server and a model: LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST_
 tools/llama-server/build.sh prints them):
     python bench/fleet.py                       # 3 servers, 24 conversations x 4 turns, 2 processes
     python bench/fleet.py --servers 3 --conversations 24 --turns 4 --processes 2 --json out.json
+    python bench/fleet.py --opening 40 --kill 2  # longer system prompts; a server killed
 
 Each mode starts its own fresh servers (tests/_llama.py's `serve_model`: 2 slots, a 4,096-token
 context, llama-server's default RAM prompt cache), so no cache carries from one mode to the next.
@@ -16,9 +17,11 @@ client, turns interleaved across its conversations (turn 1 of each, then turn 2 
 in front of the servers sees them) goes to server k mod n; with turns in lockstep and as many
 conversations as a multiple of n it would send each one to the same server every turn, which
 real concurrency does not, so `random` (a seeded random server per request, as a balancer sees
-requests reordered by concurrency) is measured too. Processed: the sum of `timings.prompt_n`
-over every turn. Ideal: each conversation's tokens computed once, the prompt of its last turn
-(`cache_n + prompt_n`).
+requests reordered by concurrency) is measured too. `--kill K` runs `fleet` once more and kills
+the first server (SIGKILL) after K turns of every conversation. Every server is behind a relay
+that counts the POSTs it took (each turn must be sent once). Processed: the sum of
+`timings.prompt_n` over every turn. Ideal: each conversation's tokens computed once, the prompt
+of its last turn (`cache_n + prompt_n`).
 """
 
 from __future__ import annotations
