@@ -453,7 +453,8 @@ def readme_server() -> Iterator[str]:
     """The real llama-server started with the README's command line: its URL."""
     from _llama import free_port, running
 
-    (line,) = [b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server ")]
+    # The first llama-server block: the one the examples need ("Several servers" has another).
+    line = next(b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server "))
     args = shlex.split(line.replace("\\\n", " "))
     port = free_port()
     args[0] = os.environ["LLAMAFAST_LLAMA_SERVER"]
