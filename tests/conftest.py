@@ -116,3 +116,13 @@ def served() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[str]:
+    """A real llama-server with the tiny test model (tests/_llama.py), one per test module; a
+    module that needs other options defines its own."""
+    from _llama import serve_model
+
+    with serve_model() as url:
+        yield url

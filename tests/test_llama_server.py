@@ -48,12 +48,6 @@ from llamafast import (
 pytestmark = NEEDS_SERVER
 
 
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    with serve_model() as url:
-        yield url
-
-
 API_KEY = "llamafast-test-key-0123"
 
 

@@ -10,25 +10,18 @@ Marker `llama_server`; skipped without LLAMAFAST_LLAMA_SERVER and LLAMAFAST_TEST
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import llamafast
 import llamafast.pure
-from _llama import NEEDS_SERVER, serve_model
+from _llama import NEEDS_SERVER
 from llamafast import Config, InferConfig, Limits, Retrying
 
 pytestmark = NEEDS_SERVER
 
 ASK = [{"role": "user", "content": "Say hi."}]
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    with serve_model() as url:
-        yield url
 
 
 def config(url: str) -> Config:

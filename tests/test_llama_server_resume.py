@@ -16,14 +16,13 @@ import random
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import llamafast
 import llamafast.pure
-from _llama import NEEDS_SERVER, resident_kib, serve_model
+from _llama import NEEDS_SERVER, resident_kib
 from _loopback import RelayProxy
 from llamafast import Completion, Config, InferConfig, Limits
 
@@ -31,12 +30,6 @@ pytestmark = NEEDS_SERVER
 
 ASK = [{"role": "user", "content": "Count from one to twenty in words."}]
 FIELDS: dict[str, Any] = {"temperature": 0.0, "seed": 7, "max_tokens": 60}
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    with serve_model() as url:
-        yield url
 
 
 def config(url: str) -> Config:

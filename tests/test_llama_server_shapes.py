@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from _llama import NEEDS_SERVER, serve_model
+from _llama import NEEDS_SERVER
 from llamafast import (
     ChatEvent,
     ChatRequest,
@@ -42,12 +39,6 @@ OPENAI = [
     },
     {"role": "user", "content": "Again."},
 ]
-
-
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    with serve_model() as url:
-        yield url
 
 
 def config(url: str, **limits: Any) -> Config:
