@@ -149,6 +149,12 @@ class Reply:
         return [(t_ms / self.pace, n) for t_ms, n in timing["reads_ms_bytes"]]
 
 
+def capped_reply() -> Reply:
+    """The thinking_capped recording, paused near its end so the control request finds it."""
+    raw = load("thinking_capped")
+    return Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)
+
+
 @dataclass
 class ChatLog:
     """One chat request as the server saw it."""

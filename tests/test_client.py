@@ -21,6 +21,7 @@ from _drivers import FAST, AsyncDriver, Driver, Outcome, SyncDriver, cfg, req
 from _server import (
     ReplayServer,
     Reply,
+    capped_reply,
     chunked,
     dechunk,
     event_offset,
@@ -712,12 +713,6 @@ def test_line_not_utf8_is_protocol_error(drive: Driver, server: ReplayServer) ->
 
 
 # --- the thinking budget (docs/client.md, rules BUDGET and HARD-CAP) --------------------------
-
-
-def capped_reply() -> Reply:
-    # Keep the completion running a little at the end so that the control request finds it.
-    raw = load("thinking_capped")
-    return Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)
 
 
 def test_thinking_budget_ends_reasoning_once(drive: Driver, server: ReplayServer) -> None:

@@ -19,7 +19,7 @@ import llamafast
 import llamafast.pure
 from _drivers import FAST, Outcome, timed_outcome
 from _drivers import cfg as make_cfg
-from _server import ReplayServer, Reply, event_offset, expected, load
+from _server import ReplayServer, Reply, capped_reply, event_offset, expected, load
 from llamafast import (
     BusyError,
     ChatRequest,
@@ -83,12 +83,6 @@ def runner(module: ModuleType, way: str) -> Run:
 def call(request: pytest.FixtureRequest) -> Run:
     module, way = request.param
     return runner(MODULES[module], way)
-
-
-def capped_reply() -> Reply:
-    """The thinking_capped recording, paused near its end so the control request finds it."""
-    raw = load("thinking_capped")
-    return Reply("thinking_capped", pause_at=event_offset(raw, 180), pause_s=0.3)
 
 
 # --- the openai-shaped call (OPENAI-SHAPE) --------------------------------------------------------

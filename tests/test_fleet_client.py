@@ -20,7 +20,7 @@ from _drivers import FAST, Driver, Outcome
 from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
 from _resumable import EOF, ResumableServer, body_of
-from _server import ReplayServer
+from _server import ReplayServer, Reply, capped_reply
 from llamafast import ChatRequest, Config, InferConfig, Limits, ServerState, System, User
 from llamafast._core import _fleet
 
@@ -250,6 +250,25 @@ def test_a_broken_stream_resumes_and_a_closed_one_stops_on_its_own_server(drive:
         assert home.deleted.wait(10)
         assert sent() == ["POST", "GET", "POST", "DELETE"]
         assert not other.sent
+
+
+def test_the_servers_own_budget_is_learnt_per_server(drive: Driver) -> None:
+    # BUDGET, per server: a server seen reasoning past the budget it was sent gets the control
+    # request and no budget of its own from then on; the other servers still get theirs.
+    with servers(1, 1) as srvs:
+        a = next(i for i in range(100) if _home(srvs, conversation(i, 0)) == 0)
+        b = next(i for i in range(100) if _home(srvs, conversation(i, 0)) == 1)
+        srvs[0].script = [capped_reply(), Reply("reasoning_then_content")]
+        srvs[1].script = [Reply("reasoning_then_content"), capped_reply()]
+        srvs[1].script.append(Reply("reasoning_then_content"))
+        order = [(a, 0), (b, 0), (b, 1), (b, 2), (a, 1)]
+        outs, _ = turns(
+            drive, fleet_cfg(srvs, thinking_budget=41), [conversation(*t) for t in order]
+        )
+        assert [o.ok().thinking_capped for o in outs] == [True, True, True, False, False]
+        sent = [[c.body.get("reasoning_budget_tokens") for c in s.chats] for s in srvs]
+        assert sent == [[42, None], [42, 42, None]]
+        assert [len(s.controls) for s in srvs] == [1, 1]
 
 
 def test_numbered_slots_count_across_servers(drive: Driver) -> None:

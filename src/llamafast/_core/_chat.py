@@ -191,13 +191,35 @@ class ChatExchange(Resumable):
             self.pinned = True
             self.routed = self.core.index
             fleet.take(self.routed)
-            return
+        else:
+            if fleet.several:
+                self.route_key = conversation_key(self.req)
+            self.routed = fleet.pick(self.route_key, self.core.clock())
+            self.core = fleet.cores[self.routed]
+            if fleet.several and self.core.slot_count is None:
+                yield from self._ask_slots(strict=False)
         if fleet.several:
-            self.route_key = conversation_key(self.req)
-        self.routed = fleet.pick(self.route_key, self.core.clock())
-        self.core = fleet.cores[self.routed]
-        if fleet.several and self.core.slot_count is None:
-            yield from self._ask_slots(strict=False)
+            self._budget_for_server()
+
+    def _budget_for_server(self) -> None:
+        """BUDGET is learnt per server: the body carries the server's own budget as the server
+        routed to was seen to honour it (the driver built it by the first server's)."""
+        if not self.soft or (
+            self.req.reasoning_budget_tokens is not None and not self.server_budget
+        ):
+            return  # no budget, or the request's own, sent as given
+        bare = dataclasses.replace(self.req, reasoning_budget_tokens=None)
+        req = server_budget(self.core, bare, self.limits)
+        if req.reasoning_budget_tokens != self.req.reasoning_budget_tokens:
+            self.req = req
+            self.server_budget = not self.server_budget
+            self._build_body()
+
+    def _build_body(self) -> None:
+        """The body again, for the server routed to: its own slot number, its budget field."""
+        cfg = dataclasses.replace(self.core.cfg, limits=self.limits)
+        req = dataclasses.replace(self.req, slot=self.slot)
+        self.body = build_body(cfg, req).encode("utf-8")
 
     def _place(self, fleet: Fleet) -> Phase[None]:
         """A numbered slot among the servers, counted in the order of urls: their slot counts
@@ -217,11 +239,9 @@ class ChatExchange(Resumable):
                     "(GET /slots), so numbered slots cannot be counted across infer.urls"
                 )
         index, self.slot = place
-        self.core = core = fleet.cores[index]
+        self.core = fleet.cores[index]
         if self.slot != slot:
-            cfg = dataclasses.replace(core.cfg, limits=self.limits)
-            req = dataclasses.replace(self.req, slot=self.slot)
-            self.body = build_body(cfg, req).encode("utf-8")
+            self._build_body()
 
     def _check_model(self, model: str) -> Phase[None]:
         """A request that names its model, on a router: an unknown model is ValueError naming
