@@ -12,6 +12,7 @@ tools/llama-server/build.sh builds all three and prints the variables.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import shlex
 import signal
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 import pytest
+
+from llamafast import ChatRequest, ToolSchema, User
 
 BINARY = os.environ.get("LLAMAFAST_LLAMA_SERVER", "")
 MODEL = os.environ.get("LLAMAFAST_TEST_MODEL", "")
@@ -143,3 +146,44 @@ def serve_model(*extra: str) -> AbstractContextManager[str]:
     token context, and `extra`: the server most tests talk to."""
     args = ["-m", MODEL, "--reasoning-format", "deepseek", "-np", str(SLOTS), "-c", "4096"]
     return serve(*args, *extra)
+
+
+def tokens(url: str, text: str) -> list[int]:
+    """The model's token ids for `text` (special tokens parsed), from the server's /tokenize."""
+    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    try:
+        conn.request("POST", "/tokenize", json.dumps({"content": text, "parse_special": True}))
+        ids = json.loads(conn.getresponse().read())["tokens"]
+    finally:
+        conn.close()
+    assert ids and all(isinstance(i, int) for i in ids), ids
+    return ids
+
+
+READ_FILE = ToolSchema(
+    "read_file",
+    "Read a text file.",
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string", "enum": ["notes.txt"]}},
+        "required": ["path"],
+    },
+)
+ASK_NOTES = User("What does notes.txt say?")
+
+
+def tool_call_request(url: str | None) -> ChatRequest:
+    """A request that the test model answers with one call of read_file. It never samples a
+    special token by itself, and the server's tool-call grammar waits, lazily, for
+    "<tool_call>\\n": `<tool_call>` is made the first token, the presence penalty (on tokens
+    already generated) lets "\\n" follow it, the grammar writes the call, and `<|im_end|>` (which
+    the grammar allows only once the call is whole) ends it; spaces and tabs barred keep it short
+    (tools/llama-server/record_serve.py records `serve`'s call so). `url` None: not steered
+    (`serve` picks its answer by the request's fields)."""
+    extra, temperature = None, None
+    if url is not None:
+        bias = {"<tool_call>": 300, "\n": 280, "<|im_end|>": 300, " ": -100, "\t": -100}
+        logit_bias = [[tokens(url, piece)[0], value] for piece, value in bias.items()]
+        extra, temperature = {"logit_bias": logit_bias, "presence_penalty": 250}, 0.0
+    tools = (READ_FILE,)
+    return ChatRequest(0, [ASK_NOTES], tools, False, temperature=temperature, extra=extra)

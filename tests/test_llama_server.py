@@ -20,14 +20,15 @@ with `--api-key`, checks the Authorization header. LLAMAFAST_LLAMA_SERVER_ARGS a
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from _llama import NEEDS_SERVER, SLOTS, serve_model
+import llamafast
+from _llama import ASK_NOTES, NEEDS_SERVER, READ_FILE, SLOTS, serve_model, tokens, tool_call_request
 from llamafast import (
     AsyncClient,
     ChatEvent,
@@ -42,6 +43,8 @@ from llamafast import (
     Limits,
     Reasoning,
     ThinkingCapped,
+    Tool,
+    ToolCallDelta,
     User,
 )
 
@@ -62,18 +65,6 @@ def config(url: str, api_key: str | None = None, **limits: object) -> Config:
     base: dict[str, object] = {"max_tokens": 256, "stall_timeout": 120.0, "retry_base_ms": 50}
     limits = {**base, **limits}
     return Config(InferConfig(url=url, api_key=api_key), Limits(**limits))  # type: ignore[arg-type]
-
-
-def tokens(url: str, text: str) -> list[int]:
-    """The model's token ids for `text` (special tokens parsed), from the server's /tokenize."""
-    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
-    try:
-        conn.request("POST", "/tokenize", json.dumps({"content": text}))
-        ids = json.loads(conn.getresponse().read())["tokens"]
-    finally:
-        conn.close()
-    assert ids and all(isinstance(i, int) for i in ids), ids
-    return ids
 
 
 def think_request(url: str) -> ChatRequest:
@@ -313,3 +304,25 @@ def test_without_the_right_key_the_server_answers_401(llama_with_key: str, key: 
         )
     assert err.value.status == 401
     assert "not-the-key" not in str(err.value)
+
+
+@pytest.mark.parametrize("mod", [llamafast, llamafast.pure], ids=["default", "pure"])
+def test_a_tool_round_trip(llama: str, mod: Any) -> None:
+    # The server's own tool-call grammar and parser make the call (the sampling steers the test
+    # model to it); the client reads it streamed, and the next turn, built with to_message(),
+    # is one the server takes.
+    with mod.Client(config(llama)) as client:
+        events: list[ChatEvent] = []
+        done = client.complete(tool_call_request(llama), events.append)
+        assert done.finish_reason is FinishReason.TOOL_CALLS
+        [call] = done.tool_calls
+        assert call.name == "read_file" and json.loads(call.arguments) == {"path": "notes.txt"}
+        assert call.id and any(isinstance(e, ToolCallDelta) for e in events)
+        assert done.usage is not None and done.usage.completion_tokens > 0
+        message = done.to_message()
+        assert message["tool_calls"][0]["function"]["arguments"] == call.arguments
+        turn = [ASK_NOTES, message, Tool(call.id, "Buy milk.")]
+        after = client.complete(turn, slot=0, tools=[READ_FILE], max_tokens=8)
+        assert after.content and after.finish_reason is FinishReason.LENGTH
+        # the call and its answer are in the prompt
+        assert after.usage is not None and after.usage.prompt_tokens > done.usage.prompt_tokens

@@ -29,6 +29,7 @@ import pytest
 import llamafast
 import llamafast.pure
 from _examples import NOT_RUN, Block, client_module, run_block, serve_process
+from _llama import free_port, running, tool_call_request
 from llamafast import (
     ChatRequest,
     Completion,
@@ -104,8 +105,8 @@ def chat_body(**fields: Any) -> dict[str, Any]:
         ({}, "reasoning"),  # the template opens the reasoning unless told not to
         ({"chat_template_kwargs": {"enable_thinking": True}}, "reasoning"),
         ({"chat_template_kwargs": NO_THINKING}, "content"),
-        ({"tools": [{}]}, "../tool_call"),
-        ({"tools": [{}], "chat_template_kwargs": NO_THINKING}, "../tool_call"),
+        ({"tools": [{}]}, "tool_call"),
+        ({"tools": [{}], "chat_template_kwargs": NO_THINKING}, "tool_call"),
         ({"response_format": {"type": "json_object"}}, "json_schema"),
         ({"stream": False}, "reasoning_nonstream"),
         (
@@ -113,7 +114,7 @@ def chat_body(**fields: Any) -> dict[str, Any]:
             "content_nonstream",
         ),
         ({"stream": False, "response_format": {"type": "json_object"}}, "json_schema_nonstream"),
-        ({"stream": False, "tools": [{}]}, "reasoning_nonstream"),  # no non-stream tool call
+        ({"stream": False, "tools": [{}]}, "tool_call_nonstream"),
         ({"messages": [{"role": "user", "content": "x" * 4 * 2048}]}, "context_overflow"),
     ],
 )
@@ -159,7 +160,7 @@ def test_with_two_slots_each_endpoint_answers_its_recording_byte_for_byte(
     ("fields", "name"),
     [
         ({}, "reasoning"),
-        ({"tools": [{}]}, "../tool_call"),
+        ({"tools": [{}]}, "tool_call"),
         ({"stream": False}, "reasoning_nonstream"),
     ],
 )
@@ -451,8 +452,6 @@ def test_odd_messages_still_get_an_answer(messages: Any) -> None:
 @contextlib.contextmanager
 def readme_server() -> Iterator[str]:
     """The real llama-server started with the README's command line: its URL."""
-    from _llama import free_port, running
-
     # The first llama-server block: the one the examples need ("Several servers" has another).
     line = next(b.text for b in ALL if b.lang == "sh" and b.text.startswith("llama-server "))
     args = shlex.split(line.replace("\\\n", " "))
@@ -475,20 +474,31 @@ def filled(value: Any, name: str = "") -> set[str]:
     return {name.rstrip(".")} if held and value != () else set()
 
 
-def say_hi(url: str, thinking: bool, client_class: Any = llamafast.Client) -> Completion:
-    with client_class(Config(InferConfig(url=url), Limits(max_tokens=24))) as client:
-        return client.complete(ChatRequest(0, [User("Hi")], thinking=thinking))
+TURNS = ["thinking", "answer", "tool call"]
 
 
-@pytest.mark.parametrize("thinking", [True, False])
+def say_hi(
+    url: str, turn: str, client_class: Any = llamafast.Client, real: bool = False
+) -> Completion:
+    """One turn of a chat, asked of the server at `url` (`real`: llama-server, whose sampling
+    is steered to the tool call; `serve` picks its answer by the request's fields)."""
+    req = ChatRequest(0, [User("Hi")], thinking=turn == "thinking")
+    max_tokens = 24
+    if turn == "tool call":
+        req, max_tokens = tool_call_request(url if real else None), 200
+    with client_class(Config(InferConfig(url=url), Limits(max_tokens=max_tokens))) as client:
+        return client.complete(req)
+
+
+@pytest.mark.parametrize("turn", TURNS)
 @pytest.mark.parametrize("client_class", [llamafast.Client, llamafast.pure.Client])
 def test_serves_streams_end_with_the_servers_counts(
-    srv: RecordedServer, thinking: bool, client_class: Any
+    srv: RecordedServer, turn: str, client_class: Any
 ) -> None:
     # Recorded as every client stream asks (stream_options.include_usage): `done.usage` is the
-    # server's count, against serve as against llama-server.
+    # server's count, against serve as against llama-server, a tool call's turn included.
     host, port = srv.server_address[:2]
-    usage = say_hi(f"http://{host}:{port}", thinking, client_class).usage
+    usage = say_hi(f"http://{host}:{port}", turn, client_class).usage
     assert usage is not None and usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
 
@@ -498,14 +508,14 @@ def test_serves_streams_end_with_the_servers_counts(
     reason="set LLAMAFAST_LLAMA_SERVER (the llama-server binary) and LLAMAFAST_TEST_MODEL "
     "(a GGUF file) to run against a real llama-server",
 )
-@pytest.mark.parametrize("thinking", [True, False])
-def test_serve_fills_every_field_the_real_server_fills(srv: RecordedServer, thinking: bool) -> None:
+@pytest.mark.parametrize("turn", TURNS)
+def test_serve_fills_every_field_the_real_server_fills(srv: RecordedServer, turn: str) -> None:
     # `serve` stands in for the real server: what a client reads from one (the usage counts of
     # a stream included), it reads from the other.
     with readme_server() as url:
-        real = filled(say_hi(url, thinking))
+        real = filled(say_hi(url, turn, real=True))
     host, port = srv.server_address[:2]
-    served = filled(say_hi(f"http://{host}:{port}", thinking))
+    served = filled(say_hi(f"http://{host}:{port}", turn))
     assert {"usage.prompt_tokens", "usage.completion_tokens", "timings.prompt_n"} <= real
     assert real - served == set(), f"filled by llama-server, not by serve: {real - served}"
 

@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
 """Record the exchanges `python -m llamafast serve` answers with, from a real llama-server.
 
-usage: record_serve.py BINARY MODEL OUT_DIR   (stdlib only)
+usage: record_serve.py BINARY MODEL OUT_DIR [NAME ...]   (stdlib only; NAMEs: only those exchanges)
 
 Starts BINARY as the README's command line says (`--jinja --reasoning-format deepseek -np 2
 --slots`, a 4096-token context), the model linked as `tiny.gguf` in a temporary directory so
 that no local path ends up in a recording, and writes for each exchange OUT_DIR/NAME.http (the
 response exactly as it came off the socket), NAME.request.json (the body sent, if any) and
 NAME.timing.json (when each recv() returned, ms from the request, and how many bytes it brought).
-Every request says `Connection: close`, as the recordings in fixtures/ do. No tool call is
-recorded here: this build does not constrain `tool_choice` for the tiny model, so `serve` answers
-with the bundled `tool_call.http` (fixtures/INDEX.md) instead.
+Every request says `Connection: close`, as the recordings in fixtures/ do. The tool call is
+steered by sampling alone (`tool_call`), so the server's own tool-call grammar and parser make it.
 """
 
 from __future__ import annotations
@@ -72,6 +71,51 @@ def json_schema(stream: bool) -> dict[str, Any]:
     return body
 
 
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a text file.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "enum": ["notes.txt"]}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def tool_call(stream: bool, token: dict[str, int]) -> dict[str, Any]:
+    """A call of read_file, as the README's agent makes. The tiny model never samples a special
+    token by itself (make_model.py), and the server's tool-call grammar waits, lazily, for
+    "<tool_call>\n": `<tool_call>` is made the first token, the presence penalty (on tokens
+    already generated) lets "\n" follow it, the grammar then writes the call, and `<|im_end|>`
+    (which the grammar allows only once the call is whole) ends the answer; spaces and tabs are
+    barred, so the arguments stay short. `token`: the ids of those pieces."""
+    bias = {"<tool_call>": 300, "\n": 280, "<|im_end|>": 300, " ": -100, "\t": -100}
+    return chat(
+        [SYSTEM, {"role": "user", "content": "What does notes.txt say?"}],
+        stream,
+        max_tokens=200,
+        chat_template_kwargs={"enable_thinking": False},
+        tools=[READ_FILE],
+        temperature=0,
+        presence_penalty=250,
+        logit_bias=[[token[piece], b] for piece, b in bias.items()],
+    )
+
+
+def tool_calls(port: int) -> list[tuple[str, dict[str, Any]]]:
+    """The tool call, streamed and whole, with the ids of this model's pieces."""
+    pieces = ["<tool_call>", "\n", "<|im_end|>", " ", "\t"]
+    token = {}
+    for piece in pieces:
+        body = json.dumps({"content": piece, "parse_special": True}).encode()
+        raw, _ = exchange(port, "POST", "/tokenize", body)
+        [token[piece]] = json.loads(raw.split(b"\r\n\r\n", 1)[1])["tokens"]
+    return [("tool_call", tool_call(True, token)), ("tool_call_nonstream", tool_call(False, token))]
+
+
 def overflow() -> dict[str, Any]:
     return chat([{"role": "user", "content": "word " * 3000}], True, max_tokens=16)
 
@@ -112,6 +156,7 @@ def exchange(port: int, method: str, path: str, body: bytes) -> tuple[bytes, lis
 
 def main() -> int:
     binary, model, out = sys.argv[1], os.path.abspath(sys.argv[2]), Path(sys.argv[3])
+    only = set(sys.argv[4:])
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryFile() as log:
@@ -134,8 +179,11 @@ def main() -> int:
                 time.sleep(0.2)
             jobs = [(n, "GET", p, None) for n, p in GETS]
             jobs += [(n, "POST", "/v1/chat/completions", b) for n, b in POSTS]
+            jobs += [(n, "POST", "/v1/chat/completions", b) for n, b in tool_calls(port)]
             jobs += [(n, "POST", "/v1/chat/completions/input_tokens", b) for n, b in COUNTS]
             for name, method, path, req in jobs:
+                if only and name not in only:
+                    continue
                 body = json.dumps(req, separators=(",", ":")).encode() if req else b""
                 raw, reads = exchange(port, method, path, body)
                 (out / f"{name}.http").write_bytes(raw)

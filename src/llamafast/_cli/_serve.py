@@ -1,13 +1,13 @@
 """`python -m llamafast serve`: a llama-server stand-in that answers from recordings, no model.
 
-An HTTP/1.1 server (standard library only) that sends, for each request, one whole
-response recorded byte for byte from a real llama-server (`_recordings/serve/`, made by
-tools/llama-server/record_serve.py; the tool call is the bundled `tool_call.http`), paced as it was
-recorded. What it keeps of a server is what a client can see: the slots (a request for a busy
-`id_slot` gets no byte until the slot is free, as llama-server does), `/slots` and `/props` for
-the slot count it was started with, and a context size that a long prompt overflows. The one
-number rewritten in an answer is a prompt's token count (BYTES_PER_TOKEN), in the overflow's
-400 and in `/v1/chat/completions/input_tokens`; `/slots` and `/props` follow `--slots`.
+An HTTP/1.1 server (standard library only) that sends, for each request, one whole response
+recorded byte for byte from a real llama-server (`_recordings/serve/`, made by
+tools/llama-server/record_serve.py), paced as it was recorded. What it keeps of a server is what
+a client can see: the slots (a request for a busy `id_slot` gets no byte until the slot is free,
+as llama-server does), `/slots` and `/props` for the slot count it was started with, and a
+context size that a long prompt overflows. The one number rewritten in an answer is a prompt's
+token count (BYTES_PER_TOKEN), in the overflow's 400 and in `/v1/chat/completions/input_tokens`;
+`/slots` and `/props` follow `--slots`.
 The recordings are read through `llamafast._recordings`, the one reader of them.
 The pieces a loopback test server needs as well (reading a request, the slot JSON, where the
 slot is freed) are here, once; tests/_server.py imports them. It holds against its own clients
@@ -131,8 +131,8 @@ def pick(body: dict[str, Any], n_ctx: int) -> str:
     """The recording that answers the chat request `body`, by its fields alone:
 
     - a prompt over the context (`prompt_tokens` > n_ctx): `context_overflow` (400);
-    - `tools` and the last message the user's: the tool call (streamed only: the non-stream
-      request gets the plain answer; no non-stream tool call was recorded);
+    - `tools` and the last message the user's: a call of `read_file` (the README's agent's
+      tool);
     - `response_format`: the JSON-schema answer;
     - thinking on (`chat_template_kwargs.enable_thinking` true or left out, as the template
       opens the reasoning by default): reasoning, then the answer;
@@ -149,9 +149,9 @@ def pick(body: dict[str, Any], n_ctx: int) -> str:
         last = messages[-1]
     kwargs = body.get("chat_template_kwargs")
     thinking = not isinstance(kwargs, dict) or kwargs.get("enable_thinking", True) is not False
-    if body.get("tools") and last.get("role") == "user" and stream:
-        return "../tool_call"
-    if body.get("response_format"):
+    if body.get("tools") and last.get("role") == "user":
+        name = "tool_call"
+    elif body.get("response_format"):
         name = "json_schema"
     elif thinking:
         name = "reasoning"
