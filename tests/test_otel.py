@@ -102,7 +102,8 @@ def test_a_chat_gives_one_span_after_the_conventions(
 ) -> None:
     server.script = [Reply("usage_chunk")]
     request = ChatRequest(0, [User("hi")], max_tokens=5, temperature=0.5, model="tiny")
-    done = twin_drive.run(cfg(server), request).ok()
+    config = cfg(server)
+    done = twin_drive.run(config, request).ok()
     span = one_span(telemetry)
     assert span.name == "chat tiny"
     assert span.kind is SpanKind.CLIENT
@@ -114,6 +115,8 @@ def test_a_chat_gives_one_span_after_the_conventions(
         "gen_ai.request.model": "tiny",
         "gen_ai.request.max_tokens": 5,
         "gen_ai.request.temperature": 0.5,
+        "gen_ai.request.top_p": config.infer.top_p,  # as sent: the Config's
+        "gen_ai.request.top_k": config.infer.top_k,
         "server.address": host,
         "server.port": int(port.rstrip("/")),
         "gen_ai.response.id": done.id,
@@ -127,6 +130,24 @@ def test_a_chat_gives_one_span_after_the_conventions(
         ],
     }
     assert 0 < span.attributes["gen_ai.response.time_to_first_chunk"] < 60
+
+
+def test_the_request_attributes_are_what_was_sent(
+    telemetry: Telemetry, twin_drive: Driver, server: ReplayServer
+) -> None:
+    # A field the request leaves out is sent as the Config has it: the span says so.
+    server.script = [Reply("usage_chunk")]
+    infer = llamafast.InferConfig(url=server.url, temperature=0.25, top_p=0.5, top_k=7)
+    config = llamafast.Config(infer, cfg(server, max_tokens=11).limits)
+    twin_drive.run(config, ChatRequest(0, [User("hi")], seed=3, stop=["x"])).ok()
+    attrs = one_span(telemetry).attributes
+    sent = server.chats[0].body
+    assert sent["max_tokens"] == attrs["gen_ai.request.max_tokens"] == 11
+    assert sent["temperature"] == attrs["gen_ai.request.temperature"] == 0.25
+    assert sent["top_p"] == attrs["gen_ai.request.top_p"] == 0.5
+    assert sent["top_k"] == attrs["gen_ai.request.top_k"] == 7
+    assert sent["seed"] == attrs["gen_ai.request.seed"] == 3
+    assert tuple(sent["stop"]) == attrs["gen_ai.request.stop_sequences"] == ("x",)
 
 
 def test_the_span_names_the_server_that_answered(

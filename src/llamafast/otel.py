@@ -23,6 +23,7 @@ from typing import Any
 from . import __version__
 from ._client._async import AsyncClient, AsyncClientStream
 from ._client._sync import Client, ClientStream
+from ._config import Config, Limits
 from ._values import ChatRequest, Completion
 
 __all__ = [
@@ -40,15 +41,6 @@ TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
 # The buckets the conventions advise for each histogram.
 _SECONDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 _TOKENS = [4**i for i in range(14)]
-# The request's fields named by the conventions (gen_ai.request.*), read when given.
-_REQUEST_FIELDS = {
-    "max_tokens": "gen_ai.request.max_tokens",
-    "temperature": "gen_ai.request.temperature",
-    "top_p": "gen_ai.request.top_p",
-    "top_k": "gen_ai.request.top_k",
-    "seed": "gen_ai.request.seed",
-}
-
 Attributes = dict[str, Any]
 
 
@@ -138,13 +130,26 @@ class _Watch:
 # --- chat: the stream subclass ------------------------------------------------------------------
 
 
-def _chat_attributes(req: ChatRequest) -> Attributes:
-    """The request's fields the conventions name, those given."""
-    attrs = {key: getattr(req, field) for field, key in _REQUEST_FIELDS.items()}
-    attrs = {k: v for k, v in attrs.items() if v is not None}
+def _chat_attributes(req: ChatRequest, cfg: Config, limits: Limits | None) -> Attributes:
+    """The sampling the chat was sent with: the request's own fields, else the Config's, as the
+    body has them (`_body._add_sampling`); a seed and stop sequences when given."""
+    infer = cfg.infer
+    limits = limits or cfg.limits
+    attrs: Attributes = {
+        "gen_ai.request.max_tokens": _given(req.max_tokens, limits.max_tokens),
+        "gen_ai.request.temperature": _given(req.temperature, infer.temperature),
+        "gen_ai.request.top_p": _given(req.top_p, infer.top_p),
+        "gen_ai.request.top_k": _given(req.top_k, infer.top_k),
+    }
+    if req.seed is not None:
+        attrs["gen_ai.request.seed"] = req.seed
     if req.stop:
         attrs["gen_ai.request.stop_sequences"] = tuple(req.stop)
     return attrs
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def _completion_attributes(done: Completion) -> tuple[Attributes, tuple[int | None, int | None]]:
@@ -226,7 +231,7 @@ class _WatchedChat:
     def __init__(self, client: Any, req: ChatRequest, body: str, limits: Any = None) -> None:
         super().__init__(client, req, body, limits)  # type: ignore[call-arg]
         recorder = self._recorder
-        extra = _chat_attributes(req)
+        extra = _chat_attributes(req, client._cfg, limits)
         if recorder.record_content:
             extra["gen_ai.input.messages"] = _input_messages(body)
         self._otel = recorder.start("chat", client, req.model, extra)
