@@ -4,10 +4,11 @@
 // with the fault codes of _errors.py. The parser first reads the answer's skeleton, its long
 // base64 vectors cut out and decoded where they lie (_vectors_skeleton.hpp: the DOM parser would
 // copy each into its string buffer first); an answer the skeleton cannot vouch for, and every
-// fault, is read again in full (lf_vecs_add). Read as strictly as the pure twin reads (docs/assembler.md, rule
-// STRICT-JSON): a byte order mark is refused (simdjson would skip it), nesting is bounded by the
-// parser's depth (see lf_vecs_add). Every size product is checked (lf_fix_dim), and the parser's
-// capacity does not outlive a large answer (LF_RETAIN).
+// fault, is read again in full (lf_vecs_add). Read as strictly as the pure twin reads
+// (docs/assembler.md, rule STRICT-JSON): a byte order mark is refused (simdjson would skip it),
+// nesting is bounded by the parser's depth (see lf_vecs_add). Every size product is checked
+// (lf_fix_dim), and neither the parser's capacity nor the skeleton outlives a large answer
+// (LF_RETAIN).
 #ifndef LLAMAFAST_VECTORS_PARSE_HPP
 #define LLAMAFAST_VECTORS_PARSE_HPP
 
@@ -238,7 +239,7 @@ static void lf_vecs_free(lf_vecs* v) {
     if (!v) return;
     if (v->rows) lf_rows_free(v->rows, v->n * v->dim * sizeof(float) + 1);
     std::free(v->body);
-    lf_skel_free(&v->skel);
+    lf_skel_trim(&v->skel, 0);
     delete v;
 }
 // Room for an answer of `len` bytes plus simdjson's padding; nullptr when out of memory.
@@ -534,14 +535,14 @@ static int lf_vecs_add(lf_vecs* v, const char* body, size_t len, size_t first, s
     return code;
 }
 
-// After an answer: its copy goes when it was large (the pyx has made its error message).
+// After an answer: its copy and its skeleton go when large (the pyx has made its error message).
 static void lf_body_trim(lf_vecs* v) {
     if (v->body_cap > LF_RETAIN) {
         std::free(v->body);
         v->body = nullptr;
         v->body_cap = 0;
     }
-    if (v->skel.cap > LF_RETAIN) lf_skel_free(&v->skel);
+    lf_skel_trim(&v->skel, LF_RETAIN);
 }
 static int lf_vecs_has_model(lf_vecs* v) { return v->has_model; }
 static const char* lf_vecs_model(lf_vecs* v, size_t* n) { *n = v->model.size(); return v->model.data(); }

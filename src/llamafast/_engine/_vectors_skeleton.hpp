@@ -148,10 +148,15 @@ static const lf_span* lf_skel_span(lf_skel* k, std::string_view sv) {
     return &k->spans[i];
 }
 
-static void lf_skel_free(lf_skel* k) {
-    std::free(k->buf);
-    k->buf = nullptr;
-    k->cap = 0;
+// The skeleton's memory let go of: after an answer whose skeleton or spans passed `retain`
+// bytes (LF_RETAIN; what stays allocated is bounded, docs/client.md, rule EMBEDDINGS), or always.
+static void lf_skel_trim(lf_skel* k, size_t retain) {
+    if (k->cap > retain) {
+        std::free(k->buf);
+        k->buf = nullptr;
+        k->cap = 0;
+    }
+    if (k->spans.capacity() * sizeof(lf_span) > retain) std::vector<lf_span>().swap(k->spans);
 }
 
 #endif  // LLAMAFAST_VECTORS_SKELETON_HPP
