@@ -190,8 +190,12 @@ def mutated_answers(draw: Any) -> tuple[bytes, int, int]:
 def test_twins_agree_on_mutated_answers(
     c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], data: Any
 ) -> None:
+    agree_when_split(c_impl, py_impl, case, data.draw(st.integers(0, len(case[0]))))
+
+
+def agree_when_split(c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], cut: int) -> None:
+    """Both twins make the same of `case` in two pieces cut at `cut`: only ProtocolError."""
     body, first, count = case
-    cut = data.draw(st.integers(0, len(body)))
     pure = outcome(py_impl, body, first, count, cut)
     assert outcome(c_impl, body, first, count, cut) == pure
     assert not isinstance(pure[0], type) or pure[0] is ProtocolError
@@ -323,3 +327,167 @@ def test_a_long_vector_with_one_character_not_base64_reads_alike(
     body = json.dumps({"data": [{"embedding": vec, "index": 0}]}).encode()
     cut = len(body) // 2
     assert outcome(c_impl, body, 0, 1, cut) == outcome(py_impl, body, 0, 1, cut)
+
+
+@settings(max_examples=100)
+@given(st.integers(0, 511), st.sampled_from(["inf", "-inf", "nan"]))
+def test_a_long_vector_with_one_value_not_finite_reads_alike(
+    c_impl: Any, py_impl: Any, at: int, value: str
+) -> None:
+    # the AVX2 kernel checks the floats it writes as it writes them (lf_b64_avx2's `special`)
+    values = [i / 7 for i in range(512)]
+    values[at] = float(value)
+    vec = base64.b64encode(struct.pack("<512f", *values)).decode()
+    body = json.dumps({"data": [{"embedding": vec, "index": 0}]}).encode()
+    assert outcome(c_impl, body, 0, 1, 0) == outcome(py_impl, body, 0, 1, 0)
+
+
+# --- long vectors read where they lie (_vectors_skeleton.hpp): the Cython twin parses the answer
+# with its long base64 vectors cut out, and reads it so only when it can vouch that the whole
+# parse would read it alike. Answers of long vectors, each changed where that could go wrong: a
+# character that is no base64 in a vector (first or later: found by search or by probe), a long
+# `embedding` string in a member nobody reads or repeated in an item (never decoded, so never
+# checked by the decoder), an escape in a vector or in the key, `\u0000` (the placeholders'
+# mark), one byte anywhere. Both twins give the same Embeddings or the same ProtocolError.
+
+BAD_IN_VECTOR = ["\x01", "\x1f", '"', "\\", "\\/", "\\u0041", "\\u0000", "\u00e9", "\x7f", "=", " "]
+BAD_BYTES = [b"\x01", b"\xff", b"\xc3", b'"', b"\\", b"\n", b"{", b"]"]
+
+
+def spoiled(draw: Any, vec: str) -> str:
+    """`vec` with one character put in its place (or the same length, when it is an escape)."""
+    bad = draw(st.sampled_from(BAD_IN_VECTOR))
+    at = draw(st.integers(0, len(vec) - 1))
+    return (
+        vec[:at] + bad + vec[at + len(bad) :] if draw(st.booleans()) else vec[:at] + bad + vec[at:]
+    )
+
+
+@st.composite
+def long_answers(draw: Any) -> tuple[bytes, int, int]:
+    dim = draw(st.integers(8, 24))  # 44 to 128 characters: cut out of the skeleton
+    count = draw(st.integers(1, 4))
+    order = draw(st.permutations(range(count)))
+    vecs = [
+        base64.b64encode(struct.pack(f"<{dim}f", *(i * 0.25 + k for i in range(dim)))).decode()
+        for k in range(count)
+    ]
+    items: list[dict[str, Any]] = [
+        {"object": "embedding", "index": order[k], "embedding": f"\x00v{k}"} for k in range(count)
+    ]
+    doc: dict[str, Any] = {"object": "list", "model": "m", "data": items}
+    doc["usage"] = {"prompt_tokens": 3, "total_tokens": 3}
+    extra = draw(st.sampled_from(["none", "member", "usage", "item", "twice", "escaped key"]))
+    stray = draw(st.sampled_from(vecs))
+    if draw(st.booleans()):
+        stray = spoiled(draw, stray)
+    if extra == "member":
+        doc["x"] = {"embedding": "\x00stray"}
+    elif extra == "usage":
+        doc["usage"]["embedding"] = "\x00stray"
+    elif extra == "item":
+        draw(st.sampled_from(items))["x"] = {"embedding": "\x00stray"}
+    text = json.dumps(doc)
+    if extra == "twice":  # a repeated key: json keeps the last, never reading the first
+        text = text.replace('"embedding": "\\u0000v0"', '"embedding": "\\u0000stray", \\0', 1)
+        text = text.replace("\\0", '"embedding": "\\u0000v0"', 1)
+    elif extra == "escaped key":
+        text = text.replace('"embedding"', '"embeddin\\u0067"', 1)
+    spoil = draw(st.integers(-1, count - 1))
+    for k, vec in enumerate(vecs):
+        text = text.replace(f"\\u0000v{k}", spoiled(draw, vec) if k == spoil else vec, 1)
+    text = text.replace("\\u0000stray", stray, 1)
+    body = text.encode()
+    if not draw(st.integers(0, 3)):
+        at = draw(st.integers(0, len(body) - 1))
+        body = body[:at] + draw(st.sampled_from(BAD_BYTES)) + body[at + 1 :]
+    return body, draw(st.integers(0, 2)), count
+
+
+@settings(max_examples=600)
+@given(long_answers(), st.data())
+def test_twins_agree_on_long_vectors_changed_anywhere(
+    c_impl: Any, py_impl: Any, case: tuple[bytes, int, int], data: Any
+) -> None:
+    size = len(case[0])  # cut at either end, or in the middle
+    agree_when_split(c_impl, py_impl, case, data.draw(st.sampled_from([0, size, size // 2])))
+
+
+LONG_A = base64.b64encode(struct.pack("<16f", *range(16))).decode()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        LONG_A[:20] + "\x01" + LONG_A[21:],
+        LONG_A[:40] + "\t" + LONG_A[41:],
+        LONG_A[:20] + "\xff" + LONG_A[21:],
+        LONG_A[:20] + "\\x" + LONG_A[22:],
+        LONG_A[:20] + "\\ud800" + LONG_A[26:],
+    ],
+    ids=["control", "tab", "not utf-8", "bad escape", "lone surrogate"],
+)
+def test_a_long_string_nobody_reads_is_still_checked(c_impl: Any, py_impl: Any, bad: str) -> None:
+    # the skeleton cut it out (those without a backslash), and no item decoded it: the whole
+    # parse must judge it
+    spoilt, vec = '"' + bad + '"', '"' + LONG_A + '"'
+    item = '{"embedding":' + vec + ',"index":0}'
+    for body in (
+        '{"x":{"embedding":' + spoilt + '},"data":[' + item + "]}",
+        '{"data":[' + item + '],"usage":[{"embedding":' + spoilt + "}]}",
+        '{"data":[{"embedding":' + spoilt + ',"embedding":' + vec + ',"index":0}]}',
+    ):
+        raw = body.encode().replace(b"\xc3\xbf", b"\xff")
+        assert refused(agreed(c_impl, py_impl, raw))
+        fixed = raw.replace(spoilt.encode().replace(b"\xc3\xbf", b"\xff"), vec.encode())
+        assert agreed(c_impl, py_impl, fixed)[0] == (1, 16)
+
+
+def test_a_vector_written_with_escapes_reads_as_the_pure_twin_reads_it(
+    c_impl: Any, py_impl: Any
+) -> None:
+    # `\/` is `/` and `\u0041` is `A`: a vector holding them is still base64, read unescaped
+    vec = base64.b64encode(struct.pack("<16f", *(i / 3 for i in range(16)))).decode()
+    assert "/" in vec or "A" in vec
+    escaped = vec.replace("/", "\\/").replace("A", "\\u0041")
+    for second in (escaped, escaped.replace("\\u0041", "\\u0000", 1)):
+        items = [{"embedding": "\x00a", "index": 0}, {"embedding": "\x00b", "index": 1}]
+        body = json.dumps({"data": items}).replace("\\u0000a", vec).replace("\\u0000b", second)
+        v = [impl.Vectors(2) for impl in (py_impl, c_impl)]
+        got = []
+        for d in v:
+            try:
+                d.add([body.encode()], 0, 2)
+                got.append(d.finish().tobytes())
+            except ProtocolError as err:
+                got.append(str(err))
+        assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("vec", ["AAAA=", "AAAA==", "AAAA===", "AAAAAAAAAAA=" + "="])
+def test_padding_after_whole_quads_is_not_base64_in_both(
+    c_impl: Any, py_impl: Any, vec: str
+) -> None:
+    # binascii before Python 3.13 takes '=' after whole quads; strict base64 does not
+    outcome = agreed(c_impl, py_impl, b'{"data":[{"embedding":"%s","index":0}]}' % vec.encode())
+    assert outcome[1] == "the vector for text 0 is not valid base64"
+
+
+def test_an_escaped_nul_never_stands_for_a_vector_cut_out(c_impl: Any, py_impl: Any) -> None:
+    # `\u0000` marks the skeleton's placeholders: an answer holding one gets no skeleton, so a
+    # vector written "\u00000" is no stand-in for the long string a member nobody reads holds
+    body = '{"x":{"embedding":"' + LONG_A + '"},"data":[{"embedding":"\\u00000","index":0}]}'
+    assert agreed(c_impl, py_impl, body.encode())[1] == "the vector for text 0 is not valid base64"
+
+
+def test_a_skeleton_given_up_leaves_no_dimension_behind(c_impl: Any, py_impl: Any) -> None:
+    # The vector is probed at the length of an earlier long string (64 characters): its 56
+    # characters and '","o":"a' (a whole 12 floats' length, the skeleton still JSON) are taken for
+    # it, fix the dimension at 12, and are refused; the whole parse that follows must start as if
+    # nothing had been read, and finds 10 floats.
+    vec = base64.b64encode(struct.pack("<10f", *range(10))).decode()
+    long = base64.b64encode(struct.pack("<12f", *range(12))).decode()
+    assert (len(vec), len(long)) == (56, 64)
+    item = '{"index":0,"embedding":"' + vec + '","o":"a"}'
+    body = '{"x":{"embedding":"' + long + '"},"data":[' + item + "]}"
+    assert agreed(c_impl, py_impl, body.encode())[0] == (1, 10)

@@ -97,6 +97,8 @@ def test_too_deep_counts_the_brackets_outside_strings_against_its_bound(bound: i
         ('{"a": NaN}', "NaN is not JSON"),
         ("[-Infinity]", "-Infinity is not JSON"),
         ('["\\ud800"]', "a lone surrogate escape"),
+        ('{"a": "\\ud800", "a": 1}', "a lone surrogate escape"),  # hidden by the last "a"
+        ('{"\\udc00": 1, "\\udc00": 2}', "a lone surrogate escape"),
         ('["\ud800"]', "a lone surrogate"),
         (b'["\xed\xa0\x80"]', "not UTF-8"),
         (b'["\xff"]', "not UTF-8"),

@@ -74,6 +74,9 @@ _SCAN: Final[Callable[[str, int], tuple[Any, int]]] = _DECODER.scan_once  # type
 _CHECKED: Final = json.JSONDecoder(
     parse_constant=reject_constant, parse_float=_finite_float, parse_int=_int_in_range
 )
+# Every key and value, also those a repeated key hides from the parsed value (each object a
+# list of pairs): where a surrogate escape is looked for, as simdjson checks every string.
+_PAIRS: Final = json.JSONDecoder(parse_constant=reject_constant, object_pairs_hook=list)
 
 
 def parse(text: str, raw: bytes) -> Any:
@@ -95,9 +98,17 @@ def parse(text: str, raw: bytes) -> Any:
                 value = _DECODER.decode(text)
     except RecursionError:  # within MAX_DEPTH, but the caller's stack was already deep
         value = _on_a_fresh_stack(decoder or _DECODER, text)
-    if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(value):
+    if _SURROGATE_ESCAPE in marks and _has_lone_surrogate(_every_string(text)):
         raise ValueError("a lone surrogate escape")
     return value
+
+
+def _every_string(text: str) -> Any:
+    """`text` (valid JSON within MAX_DEPTH) parsed with each object a list of pairs."""
+    try:
+        return _PAIRS.decode(text)
+    except RecursionError:  # the caller's stack was already deep
+        return _on_a_fresh_stack(_PAIRS, text)
 
 
 def _on_a_fresh_stack(decoder: json.JSONDecoder, text: str) -> Any:
@@ -165,6 +176,6 @@ def _has_lone_surrogate(value: Any) -> bool:
         elif isinstance(node, dict):
             stack.extend(node)
             stack.extend(node.values())
-        elif isinstance(node, list):
+        elif isinstance(node, (list, tuple)):
             stack.extend(node)
     return False

@@ -16,7 +16,10 @@ EXTENSIONS = ("_sse_c", "_assemble_c", "_chat_c", "_http_c", "_vectors_c")
 OVER_SIMDJSON = ("_assemble_c", "_vectors_c")
 """The ones compiled as C++17 together with simdjson's amalgamated sources."""
 
-HEADERS = {"_sse_c": ("_sse_scan.h",), "_vectors_c": ("_vectors_parse.hpp",)}
+HEADERS = {
+    "_sse_c": ("_sse_scan.h",),
+    "_vectors_c": ("_vectors_parse.hpp", "_vectors_skeleton.hpp"),
+}
 """The C and C++ headers beside this file that each module includes (a change rebuilds it)."""
 
 NO_EXTENSIONS = os.environ.get("LLAMAFAST_NO_EXTENSIONS", "") not in ("", "0") or (

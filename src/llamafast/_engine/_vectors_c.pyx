@@ -5,9 +5,11 @@
 An answer received whole (one memoryview at the start of a bytearray with WHOLE_PAD bytes after
 it: docs/client.md, rule WHOLE-BODY) is parsed where it landed; other pieces are copied once into
 a padded buffer. Either is parsed by simdjson's DOM parser
-(its SIMD kernels, chosen at run time); only `data`, `model` and `usage` are then read: a base64
-vector is decoded (four characters to three bytes through lookup tables) straight into its row
-of the call's one buffer; each number of a list goes from the parsed tape into that row as
+(its SIMD kernels, chosen at run time), first through its skeleton (the long base64 vectors cut
+out and decoded where they lie, _vectors_skeleton.hpp; anything unusual, and every fault, read
+again in full); only `data`, `model` and `usage` are then read: a base64 vector is decoded (32
+characters at a time with AVX2, else four through lookup tables) straight into its row of the
+call's one buffer; each number of a list goes from the parsed tape into that row as
 float32. No Python object is made per vector or per value. Same rules and the same errors as
 _vectors_py.py (the fault codes and words are _errors.embedding_error's; the sizes' checks and
 words are _embeddings'); a number simdjson cannot hold (an integer beyond 64 bits, `1e400`

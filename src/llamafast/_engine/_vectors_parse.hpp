@@ -1,14 +1,19 @@
 // The embeddings decoder's C++ side (Cython twin, _vectors_c.pyx includes this file): an
 // answer's bytes in a padded buffer, parsed by simdjson's DOM parser, its vectors written as
-// float32 into the call's rows (base64 through lookup tables, numbers from the tape), with the
-// fault codes of _errors.py. Read as strictly as the pure twin reads (docs/assembler.md, rule
-// STRICT-JSON): a byte order mark is refused (simdjson would skip it), nesting is bounded by the
-// parser's depth (see lf_vecs_add). Every size product is checked (lf_fix_dim), and the parser's
-// capacity does not outlive a large answer (LF_RETAIN).
+// float32 into the call's rows (base64 through AVX2 or lookup tables, numbers from the tape),
+// with the fault codes of _errors.py. The parser first reads the answer's skeleton, its long
+// base64 vectors cut out and decoded where they lie (_vectors_skeleton.hpp: the DOM parser would
+// copy each into its string buffer first); an answer the skeleton cannot vouch for, and every
+// fault, is read again in full (lf_vecs_add). Read as strictly as the pure twin reads
+// (docs/assembler.md, rule STRICT-JSON): a byte order mark is refused (simdjson would skip it),
+// nesting is bounded by the parser's depth (see lf_vecs_add). Every size product is checked
+// (lf_fix_dim), and neither the parser's capacity nor the skeleton outlives a large answer
+// (LF_RETAIN).
 #ifndef LLAMAFAST_VECTORS_PARSE_HPP
 #define LLAMAFAST_VECTORS_PARSE_HPP
 
 #include "simdjson.h"
+#include "_vectors_skeleton.hpp"
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
@@ -24,6 +29,8 @@ enum { LF_NOT_JSON = 1, LF_NOT_LIST, LF_MISSING, LF_EXTRA, LF_NO_EMBEDDING, LF_N
        LF_BASE64, LF_PARTIAL, LF_EMPTY, LF_LENGTH, LF_NOT_FINITE, LF_BAD_INDEX,
        LF_REPEATED };
 enum { LF_NO_MEMORY = -1, LF_TOO_BIG = -2, LF_TOO_DEEP = -3 };
+// The skeleton's read cannot vouch for the answer (_vectors_skeleton.hpp): read it in full.
+enum { LF_RETRY = -4 };
 
 // A parser whose capacity (the longest answer it has read) passes this many bytes is freed
 // after its answer: what stays allocated is bounded (docs/client.md, rule EMBEDDINGS) and every
@@ -68,9 +75,11 @@ static inline int64_t lf_b64_len(const unsigned char* s, size_t n) {
 // outside the alphabet ('=' included) as the scalar tables do, so both refuse the same input.
 // It decodes quads [0, q) of `s` for the largest q (a multiple of 8) that leaves 8 bytes of
 // `room` after the last one written (each block stores 32 bytes, 24 kept); returns q, and sets
-// `*bad` when a character was refused.
+// `*bad` when a character was refused, `*special` when a float32 it wrote (six per block, from
+// `out` on) is not finite (all exponent bits set), so the rows need no second pass to know.
 __attribute__((target("avx2"))) static size_t lf_b64_avx2(const unsigned char* s, size_t quads,
-                                                         unsigned char* out, bool* bad) {
+                                                         unsigned char* out, bool* bad,
+                                                         bool* special) {
     const __m256i lut_lo = _mm256_setr_epi8(
         0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
         0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
@@ -85,7 +94,9 @@ __attribute__((target("avx2"))) static size_t lf_b64_avx2(const unsigned char* s
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, -1, -1);
-    __m256i refused = _mm256_setzero_si256();
+    const __m256i expo = _mm256_set1_epi32(0x7F800000), kept = _mm256_setr_epi32(
+        -1, -1, -1, -1, -1, -1, 0, 0);
+    __m256i refused = _mm256_setzero_si256(), nonfinite = _mm256_setzero_si256();
     size_t i = 0;
     for (; i + 11 <= quads; i += 8) {  // 8 quads in, 24 bytes kept, 32 stored: 8 spare after
         __m256i in = _mm256_loadu_si256((const __m256i*)(s + 4 * i));
@@ -100,16 +111,21 @@ __attribute__((target("avx2"))) static size_t lf_b64_avx2(const unsigned char* s
         __m256i words = _mm256_madd_epi16(pairs, _mm256_set1_epi32(0x00011000));
         __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(words, pack), lanes);
         _mm256_storeu_si256((__m256i*)(out + 3 * i), bytes);
+        nonfinite = _mm256_or_si256(nonfinite, _mm256_cmpeq_epi32(
+            _mm256_and_si256(bytes, expo), expo));
     }
     *bad = !_mm256_testz_si256(refused, refused);
+    *special = !_mm256_testz_si256(nonfinite, kept);
     return i;
 }
 static int lf_has_avx2 = -1;
 #endif
 
 // Decode `n` characters (lf_b64_len said they are whole quads) into `out`; false on a
-// character outside the alphabet or misplaced padding.
-static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) {
+// character outside the alphabet or misplaced padding. `*finite`: how many bytes from `out` on
+// hold float32s known to be finite (a multiple of 4; 0 unless the AVX2 kernel saw to it).
+static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out, size_t* finite) {
+    *finite = 0;
     if (n == 0) return true;
     size_t quads = n / 4 - 1;
     uint32_t bad = 0;
@@ -117,9 +133,10 @@ static bool lf_b64_decode(const unsigned char* s, size_t n, unsigned char* out) 
 #ifdef LF_B64_AVX2
     if (lf_has_avx2 < 0) lf_has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
     if (lf_has_avx2) {
-        bool refused = false;
-        i = lf_b64_avx2(s, quads, out, &refused);
+        bool refused = false, special = false;
+        i = lf_b64_avx2(s, quads, out, &refused, &special);
         if (refused) return false;
+        if (!special) *finite = 3 * i;  // i is a multiple of 8: 24 bytes, 6 floats a block
     }
 #endif
     // Every quad but the last: four bytes stored, three kept (the next store overwrites
@@ -193,6 +210,7 @@ struct lf_vecs {
     std::vector<unsigned char> seen;
     std::vector<int64_t> order;
     char* body = nullptr;       // the answer, padded for simdjson
+    lf_skel skel;               // the answer's skeleton (the fast path)
     size_t body_cap = 0;
     // the fault: its code and numbers
     int64_t item = 0, got = 0, want = 0;
@@ -221,6 +239,7 @@ static void lf_vecs_free(lf_vecs* v) {
     if (!v) return;
     if (v->rows) lf_rows_free(v->rows, v->n * v->dim * sizeof(float) + 1);
     std::free(v->body);
+    lf_skel_trim(&v->skel, 0);
     delete v;
 }
 // Room for an answer of `len` bytes plus simdjson's padding; nullptr when out of memory.
@@ -302,7 +321,8 @@ static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t ro
     size_t got = (size_t)bytes / 4;
     if (bytes % 4 || (v->rows && got != v->dim)) {
         std::vector<unsigned char> tmp((size_t)bytes + 4);
-        if (!lf_b64_decode(s, n, tmp.data())) return LF_BASE64;
+        size_t finite;
+        if (!lf_b64_decode(s, n, tmp.data(), &finite)) return LF_BASE64;
         if (bytes % 4) { v->got = bytes; return LF_PARTIAL; }
         if (got == 0) return LF_EMPTY;
         v->got = (int64_t)got; v->want = (int64_t)v->dim; return LF_LENGTH;
@@ -310,9 +330,10 @@ static int lf_b64_vector(lf_vecs* v, const unsigned char* s, size_t n, size_t ro
     if (got == 0) return LF_EMPTY;
     if (!v->rows && (*oom = lf_fix_dim(v, got))) return -1;
     float* out = v->rows + row * v->dim;
-    if (!lf_b64_decode(s, n, (unsigned char*)out)) return LF_BASE64;
-    int64_t at = lf_first_not_finite(out, got);
-    if (at >= 0) { v->got = at; return LF_NOT_FINITE; }
+    size_t finite;
+    if (!lf_b64_decode(s, n, (unsigned char*)out, &finite)) return LF_BASE64;
+    int64_t at = lf_first_not_finite(out + finite / 4, got - finite / 4);
+    if (at >= 0) { v->got = (int64_t)(finite / 4) + at; return LF_NOT_FINITE; }
     lf_to_native(out, got);
     return 0;
 }
@@ -360,7 +381,10 @@ static int lf_item(lf_vecs* v, dom::object obj, size_t first, size_t pos, size_t
         if (t == dom::element_type::STRING) {
             std::string_view sv;
             if (vec.get_string().get(sv)) return LF_NOT_JSON;
-            e = lf_b64_vector(v, (const unsigned char*)sv.data(), sv.size(), row, oom);
+            // a placeholder stands for its span, where the answer lies
+            const lf_span* sp = lf_skel_span(&v->skel, sv);
+            const char* s = sp ? v->skel.body + sp->at : sv.data();
+            e = lf_b64_vector(v, (const unsigned char*)s, sp ? sp->len : sv.size(), row, oom);
         } else if (t == dom::element_type::ARRAY) {
             dom::array arr;
             if (vec.get_array().get(arr)) return LF_NOT_JSON;
@@ -417,6 +441,7 @@ static int lf_vecs_read(lf_vecs* v, dom::parser* parser, const char* body, size_
         if (e) return e;
         pos++;
     }
+    if (v->skel.body && v->skel.used != v->skel.spans.size()) return LF_RETRY;
     if (pos < count) {
         size_t missing = 0;
         while (missing < count && v->seen[missing]) missing++;
@@ -457,6 +482,32 @@ static int lf_vecs_read(lf_vecs* v, dom::parser* parser, const char* body, size_
     return 0;
 }
 
+// Read the answer through its skeleton (_vectors_skeleton.hpp): 0 as lf_vecs_read says, or
+// LF_RETRY with no rows it fixed (the full read fixes its own), for the full read. A fault's
+// numbers need no undoing: the full read sets those of every fault that shows them.
+static int lf_vecs_fast(lf_vecs* v, dom::parser* parser, const char* body, size_t len,
+                        size_t first, size_t count) {
+    lf_skel* k = &v->skel;
+    if (!lf_skel_scan(k, body, len) || !lf_skel_build(k, body, len)) return LF_RETRY;
+    bool had_rows = v->rows != nullptr;
+    k->body = body;
+    k->used = 0;
+    int code;
+    try {
+        code = lf_vecs_read(v, parser, k->buf, k->len, first, count);
+    } catch (...) {  // std::bad_alloc: the full read meets it again, or not
+        code = LF_RETRY;
+    }
+    k->body = nullptr;
+    if (code == 0) return 0;
+    if (!had_rows && v->rows) {
+        lf_rows_free(v->rows, v->n * v->dim * sizeof(float) + 1);
+        v->rows = nullptr;
+        v->dim = 0;
+    }
+    return LF_RETRY;
+}
+
 // Read the answer at `body` (`len` bytes, SIMDJSON_PADDING readable bytes after them: v->body,
 // or the buffer the answer was received into), as lf_vecs_read says. The parser is the shared one,
 // allocated for `max_depth` (a parser for depth N refuses N levels that are not empty, so the
@@ -472,7 +523,8 @@ static int lf_vecs_add(lf_vecs* v, const char* body, size_t len, size_t first, s
     if (!parser) return LF_NO_MEMORY;
     int code;
     try {
-        code = lf_vecs_read(v, parser, body, len, first, count);
+        code = fresh ? LF_RETRY : lf_vecs_fast(v, parser, body, len, first, count);
+        if (code) code = lf_vecs_read(v, parser, body, len, first, count);
     } catch (...) {  // std::bad_alloc from a vector or string
         code = LF_NO_MEMORY;
     }
@@ -483,13 +535,14 @@ static int lf_vecs_add(lf_vecs* v, const char* body, size_t len, size_t first, s
     return code;
 }
 
-// After an answer: its copy goes when it was large (the pyx has made its error message).
+// After an answer: its copy and its skeleton go when large (the pyx has made its error message).
 static void lf_body_trim(lf_vecs* v) {
     if (v->body_cap > LF_RETAIN) {
         std::free(v->body);
         v->body = nullptr;
         v->body_cap = 0;
     }
+    lf_skel_trim(&v->skel, LF_RETAIN);
 }
 static int lf_vecs_has_model(lf_vecs* v) { return v->has_model; }
 static const char* lf_vecs_model(lf_vecs* v, size_t* n) { *n = v->model.size(); return v->model.data(); }

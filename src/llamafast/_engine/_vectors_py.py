@@ -116,6 +116,9 @@ class Vectors:
         """Decode one vector into row `row`."""
         if isinstance(vec, str):
             try:
+                # whole quads only: binascii before 3.13 takes '=' after them ("AAAA=")
+                if len(vec) % 4:
+                    raise ValueError(vec)
                 raw = binascii.a2b_base64(vec, strict_mode=True)
             except (ValueError, binascii.Error):
                 raise embedding_error(E_BASE64, text, 0, 0, body) from None
