@@ -189,7 +189,7 @@ def test_complete_hands_a_plain_function_the_events_from_the_arrival_callback(na
         seen.append(event)
         tasks.append(asyncio.current_task())
 
-    with ReplayServer(pieces=97) as server:  # the body arrives in pieces, 2 ms apart
+    with ReplayServer(pieces=97, gap=0.002) as server:  # the body in pieces, 2 ms apart
         assert run_complete(server, name, on_event) == expected(name)[1]
     assert seen == expected(name)[0]
     # the first event comes through iteration (inside the task); the body's later events
