@@ -7,16 +7,13 @@ tests/ (an installed wheel's test run)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _scripts import ROOT, run_script
+
 BENCH = ROOT / "bench"
 FIGURE = r"\d+\.\d"
 
@@ -28,24 +25,10 @@ def _has(module: str) -> bool:
         return False
 
 
-def _run(script: Path, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(script), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 @pytest.mark.skipif(not BENCH.is_dir(), reason="no bench/ beside tests/ (not a source tree)")
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="the certificate needs `openssl`")
 def test_the_tls_layers_script_measures_each_layer() -> None:
-    out = _run(BENCH / "request" / "tls_layers.py", "--requests", "5", "--rounds", "2")
+    out = run_script(str(BENCH / "request" / "tls_layers.py"), "--requests", "5", "--rounds", "2")
     for kind in ("plain", "asyncio TLS", "MemoryBIO TLS"):
         assert re.search(rf"^  {kind} +min +{FIGURE} +{FIGURE}, {FIGURE}$", out, re.M), out
 
@@ -53,7 +36,7 @@ def test_the_tls_layers_script_measures_each_layer() -> None:
 @pytest.mark.skipif(not BENCH.is_dir(), reason="no bench/ beside tests/ (not a source tree)")
 @pytest.mark.skipif(not _has("opentelemetry.sdk"), reason="no opentelemetry-sdk")
 def test_the_otel_cost_script_measures_each_mode() -> None:
-    out = _run(BENCH / "otel_cost.py", "--requests", "5", "--rounds", "2")
+    out = run_script(str(BENCH / "otel_cost.py"), "--requests", "5", "--rounds", "2")
     for mode in ("off", "noop", "sdk"):
         line = rf"^  {mode} +{FIGURE} +added: +-?{FIGURE}  \(per round: -?{FIGURE}, -?{FIGURE}\)$"
         assert re.search(line, out, re.M), out

@@ -10,16 +10,15 @@ from __future__ import annotations
 import http.client
 import importlib.util
 import json
-import os
 import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _scripts import ROOT, run_script
+
 RUN = ROOT / "bench" / "request" / "run.py"
 REQUESTS = 3
 CHUNKS = 20
@@ -39,22 +38,12 @@ OPENAI = ["openai-async"] if importlib.util.find_spec("openai") else []
 def test_the_per_request_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     schemes = ["http", "https"] if shutil.which("openssl") else ["http"]
     saved = tmp_path / "run.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(RUN),
-            *("--requests", str(REQUESTS), "--rounds", "1", "--warm-up", "1"),
-            *("--clients", ",".join(CLIENTS + OPENAI), "--schemes", ",".join(schemes)),
-            *("--json", str(saved)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        timeout=300,
-        check=False,
+    out = run_script(
+        str(RUN),
+        *("--requests", str(REQUESTS), "--rounds", "1", "--warm-up", "1"),
+        *("--clients", ",".join(CLIENTS + OPENAI), "--schemes", ",".join(schemes)),
+        *("--json", str(saved)),
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     cells = json.loads(saved.read_text())["cells"]
     seen = {(c["client"], c["scheme"], c["server"]) for c in cells}
     wanted = {
@@ -77,9 +66,9 @@ def test_the_per_request_benchmark_runs_end_to_end(tmp_path: Path) -> None:
             assert result["connections"] == (0 if kept else REQUESTS), where
             assert result["server_requests"] == REQUESTS, where
     for heading in ("keeps connections", "closes after each streamed answer", "### Ratios"):
-        assert heading in done.stdout
-    assert "llamafast `AsyncClient.complete(req)`" in done.stdout
-    assert "https ÷ http" in done.stdout or schemes == ["http"]
+        assert heading in out
+    assert "llamafast `AsyncClient.complete(req)`" in out
+    assert "https ÷ http" in out or schemes == ["http"]
 
 
 def _read_stream(sock: socket.socket, end: bytes) -> bytes:

@@ -5,30 +5,19 @@ tests/ (an installed wheel's test run)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from _scripts import ROOT, run_script
+
 BENCH = ROOT / "bench" / "test_bench_sse.py"
 # One small benchmark, of the pure twin (built everywhere): the run is about a second.
 ONE = [str(BENCH), "-k", "sse_decoder_feed and python", "-p", "no:cacheprovider"]
 
 
 def bench(tmp_path: Path, *args: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", *ONE, "--benchmark-only", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    return run.stdout
+    return run_script("-m", "pytest", *ONE, "--benchmark-only", *args)
 
 
 @pytest.mark.skipif(not BENCH.is_file(), reason="no bench/ beside tests/ (not a source tree)")
