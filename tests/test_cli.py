@@ -27,6 +27,7 @@ import pytest
 
 import llamafast
 from _recordings import recorded_reports
+from _scripts import interruptible
 from llamafast import (
     Completion,
     ConnectError,
@@ -1075,11 +1076,12 @@ def test_ctrl_c_in_a_running_process_is_one_line_and_status_130() -> None:
     so it is still running): no traceback, whatever it was doing."""
     import signal
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llamafast", "replay"],
+    proc = interruptible(
+        "-m",
+        "llamafast",
+        "replay",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
     try:

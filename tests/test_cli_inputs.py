@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from _scripts import interruptible
 from llamafast import _cli
 from llamafast._cli import _replay
 from test_cli import run_process  # the one way the CLI's tests start it as a process
@@ -161,11 +162,8 @@ def test_a_failure_exits_1_in_the_same_style(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
 def test_ctrl_c_on_serve_exits_130() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llamafast", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = interruptible(
+        "-m", "llamafast", "serve", "--port", "0", stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert proc.stdout is not None
