@@ -89,6 +89,15 @@ class LoopbackServer:
         """Stop listening and shut every connection."""
         self._stopped.set()
         self.refuse()
+        self.drop_connections()
+
+    def open_count(self) -> int:
+        """The connections open now (their peer has not closed them, nor has the server)."""
+        with self._lock:
+            return len(self._conns)
+
+    def drop_connections(self) -> None:
+        """Shut every open connection (as a server closes idle ones), still listening."""
         with self._lock:
             conns = list(self._conns)
         for conn in conns:

@@ -13,6 +13,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
@@ -48,13 +49,19 @@ class ResumableServer(LoopbackServer):
     """`breaks[k]`: answer k (0 the POST's, then each GET's) is broken at that absolute body byte
     and in that way (EOF, RESET, STALL); the others are whole. `refusal`: every GET /v1/stream is
     answered this (status, message) instead; `endpoints` False: the three are unknown paths (404
-    File Not Found, as a server without them); `chunk`: body bytes per chunk."""
+    File Not Found, as a server without them); `chunk`: body bytes per chunk. `keep_deletes`:
+    a DELETE's answer keeps its connection for the next request (llama-server keeps one after a
+    whole answer), else every answer closes it; `delete_s`: each DELETE is answered this many
+    seconds late. `connections` counts the connections accepted; `delete_connections`, the
+    distinct ones that carried a DELETE."""
 
     recording: str = "reasoning_then_content"
     breaks: dict[int, tuple[int, str]] = field(default_factory=dict)
     refusal: tuple[int, str] | None = None
     endpoints: bool = True
     chunk: int = 37
+    keep_deletes: bool = False
+    delete_s: float = 0.0
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -62,37 +69,54 @@ class ResumableServer(LoopbackServer):
         self.sent: list[Sent] = []
         self.streams: dict[str, bytes] = {}  # conversation id -> its event stream
         self.deleted = threading.Event()
+        self.connections = 0
+        self.delete_connections: set[object] = set()  # by `_accepted`'s number
         self._answers = 0
+
+    def _accepted(self, conn: socket.socket) -> int:
+        self.connections += 1  # (under the lock)
+        return self.connections
 
     def of(self, method: str) -> list[Sent]:
         return [s for s in self.sent if s.method == method]
 
     def handle(self, conn: socket.socket, accepted: object) -> None:
+        while self._answer(conn, accepted):
+            pass
+
+    def _answer(self, conn: socket.socket, accepted: object) -> bool:
+        """Answer one request; whether the connection carries another."""
         line = peek_until(conn, b"\r\n")
         req = read_request(conn)
         if line is None or req is None:
-            return
+            return False
         target = urlsplit(line.split(b" ")[1].decode())
         query = {k: v[0] for k, v in parse_qs(target.query).items()}
         with self._lock:
             self.sent.append(Sent(req.method, req.path, query, dict(req.headers)))
+        if req.method == "DELETE" and req.path == "/v1/stream" and self.endpoints:
+            with self._lock:
+                self.delete_connections.add(accepted)
+            time.sleep(self.delete_s)
+            self.streams.pop(query.get("conv_id", ""), None)
+            keep = b"Keep-Alive: timeout=5, max=100" if self.keep_deletes else b"Connection: close"
+            conn.sendall(b"HTTP/1.1 204 No Content\r\n" + keep + b"\r\n\r\n")
+            self.deleted.set()
+            return self.keep_deletes
         if req.path == "/v1/chat/completions":
             conv = req.headers.get("x-conversation-id")
             if conv is not None:
                 self.streams[conv] = self.body
             self._stream(conn, 0)
         elif req.path == "/v1/stream" and self.endpoints:
-            self._stream_request(conn, req.method, query)
+            self._stream_request(conn, query)
         else:
             conn.sendall(_error(404, "File Not Found"))
+        return False
 
-    def _stream_request(self, conn: socket.socket, method: str, query: dict[str, str]) -> None:
+    def _stream_request(self, conn: socket.socket, query: dict[str, str]) -> None:
         conv = query.get("conv_id", "")
-        if method == "DELETE":
-            self.streams.pop(conv, None)
-            conn.sendall(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
-            self.deleted.set()
-        elif self.refusal is not None:
+        if self.refusal is not None:
             conn.sendall(_error(*self.refusal))
         elif conv not in self.streams:
             conn.sendall(_error(404, "Stream not found or expired"))

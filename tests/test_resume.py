@@ -6,7 +6,11 @@ error of today, saying why; a stream closed early asks the server to stop (DELET
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -16,6 +20,8 @@ import llamafast.pure
 from _drivers import DRIVERS, Outcome, cfg, req
 from _resumable import EOF, RESET, STALL, ResumableServer, body_of
 from llamafast import SseTimeoutError, StalledError, StreamClosedEarlyError, TruncatedError
+from llamafast._client import _stop
+from llamafast._client._stop import MAX_THREADS
 
 LENGTH = len(body_of("reasoning_then_content"))
 
@@ -146,6 +152,148 @@ def test_a_finished_stream_leaves_nothing_to_stop(run: Any) -> None:
         assert server.deleted.wait(10)
     deletes = server.of("DELETE")
     assert [d.query["conv_id"] for d in deletes] == [conv_of(server)]
+
+
+def _closed_early(
+    module: Any,
+    kind: str,
+    server: ResumableServer,
+    count: int,
+    between: Any = None,
+    made: list[Any] | None = None,
+) -> Any:
+    """`count` streams of one client of `kind` ("sync", "async"), each closed after 2 events,
+    in turn, `between()` after each; the client's Stopper (put in `made` at once)."""
+    config = cfg(server)
+    one = req(None, thinking=True)
+    if kind == "sync":
+        with module.Client(config) as client:
+            if made is not None:
+                made.append(client._stopper)
+            for _ in range(count):
+                assert DRIVERS["sync"].run_on(client, one, 2).error is None
+                if between is not None:
+                    between()
+        return client._stopper
+
+    async def main() -> Any:
+        async with module.AsyncClient(config) as client:
+            if made is not None:
+                made.append(client._stopper)
+            for _ in range(count):
+                assert (await DRIVERS["async"].run_on(client, one, 2)).error is None
+                if between is not None:
+                    between()
+        return client._stopper
+
+    return asyncio.run(main())
+
+
+def _until(check: Any, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not within the bound"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_burst_of_closes_sends_every_stop_on_a_few_threads(impl: Any, kind: str) -> None:
+    # Each DELETE answered late, so the stops of streams closed in quick succession pile up:
+    # they go on at most MAX_THREADS threads (a thread per stop had started ten), all sent.
+    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    most = [0]
+    made: list[Any] = []
+    watching = threading.Event()
+
+    def stop_threads() -> int:
+        return sum(t.name == "llamafast-stop" for t in threading.enumerate())
+
+    before = stop_threads()  # other clients' idle ones, ending (none start meanwhile)
+
+    def watch() -> None:  # the client's stop threads, as it counts them and as running
+        while not watching.is_set():
+            if made:
+                most[0] = max(most[0], made[0].threads(), stop_threads() - before)
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with ResumableServer(delete_s=0.2) as server:
+            _closed_early(module, kind, server, 10, made=made)
+            _until(lambda: len(server.of("DELETE")) == 10)
+    finally:
+        watching.set()
+        watcher.join()
+    assert 1 <= most[0] <= MAX_THREADS
+    conv_ids = {d.query["conv_id"] for d in server.of("DELETE")}
+    assert len(conv_ids) == 10  # each stream's own
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_stops_in_turn_go_on_one_kept_connection(
+    impl: Any, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server that keeps the connection after a DELETE's answer (llama-server does, after any
+    # whole answer) gets every stop of streams closed in turn on one connection; once idle, the
+    # stopper's threads end and the connection is closed.
+    monkeypatch.setattr(_stop, "IDLE_S", 0.3)
+    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    with ResumableServer(keep_deletes=True) as server:
+
+        def delete_answered() -> None:
+            _until(lambda: server.deleted.is_set())
+            server.deleted.clear()
+
+        stopper = _closed_early(module, kind, server, 5, delete_answered)
+        assert len(server.of("DELETE")) == 5
+        assert len(server.delete_connections) == 1
+        _until(lambda: stopper.threads() == 0 and server.open_count() == 0)
+        # The next stop starts a thread again, on a fresh connection.
+        _closed_early(module, kind, server, 1, delete_answered)
+        assert len(server.delete_connections) == 2
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_kept_connection_the_server_closed_is_not_sent_a_stop(impl: Any, kind: str) -> None:
+    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    with ResumableServer(keep_deletes=True) as server:
+
+        def dropped() -> None:
+            _until(lambda: server.deleted.is_set())
+            server.deleted.clear()
+            server.drop_connections()  # as one idle past its Keep-Alive timeout
+
+        _closed_early(module, kind, server, 3, dropped)
+    assert len(server.of("DELETE")) == 3  # each once: none lost, none sent twice
+    assert len(server.delete_connections) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_sends_its_own_stops(impl: Any) -> None:
+    # The parent's stop thread (idle now) is not the child's: a stop in the child starts one.
+    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    one = req(None, thinking=True)
+    with ResumableServer() as server, module.Client(cfg(server)) as client:
+        DRIVERS["sync"].run_on(client, one, 2)
+        _until(lambda: len(server.of("DELETE")) == 1)
+        pid = os.fork()
+        if pid == 0:  # the child: its stop, then out (nothing of pytest's runs here)
+            code = 1
+            try:
+                _stop.IDLE_S = 0.05  # (the child's own module) its thread ends soon after
+                DRIVERS["sync"].run_on(client, one, 2)
+                stopper = client._stopper
+                deadline = time.monotonic() + 10
+                while stopper.threads() and time.monotonic() < deadline:
+                    time.sleep(0.01)  # until its thread has sent it and ended, or 10 s
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        _until(lambda: len(server.of("DELETE")) == 2)
 
 
 def test_a_streams_id_carries_the_next_once_read_to_its_end(impl: Any) -> None:

@@ -71,7 +71,7 @@ from .._values import (
 from . import _transport
 from ._deliver import async_deliver
 from ._pool import AsyncPool, give_back
-from ._stop import stop_in_background
+from ._stop import Stopper
 from ._transport import SELECTED, Engine
 from ._waits import AsyncTurns, async_run_all, async_sleep_until
 
@@ -118,6 +118,7 @@ class AsyncClient:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
+        self._stopper = Stopper(self._engine, self._ssl)  # streams closed early (rule RESUME)
         self._fleet = Fleet.of(cfg, sink=self._engine.Sink)  # a Core and a pool per server
         self._core = self._fleet.cores[0]  # the first: the one of a lone url
         self._target = self._core.target
@@ -441,6 +442,7 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._entered = False
+        self._stopper = client._stopper
         self._closed = False
 
     async def __aenter__(self) -> AsyncClientStream:
@@ -533,14 +535,12 @@ class AsyncClientStream(_Commands, StreamState, AsyncClosesOnExit):
             self._core.enter()
 
     def _release(self) -> None:
-        """Close every connection and leave the slot's line (idempotent); a stream closed
-        before its end asks the server to stop generating (rule RESUME)."""
+        """Close every connection, leave the slot's line (idempotent); stop it if unfinished."""
         self._close_all()
         core = self._core
         self._turns.wake(core.leave())
-        request = core.stop_request()
-        if request is not None:  # to the server that answered (rule FLEET)
-            stop_in_background(self._engine, core.core.target, self._ssl, request, core)
+        if (request := core.stop_request()) is not None:  # to the server that answered (FLEET)
+            self._stopper.stop(core.core.target, request, core)
 
     async def _resume(self) -> None:
         """Carry out the core's resume; its answer goes on into the same Sink."""

@@ -67,7 +67,7 @@ from .._values import (
 from . import _transport
 from ._deliver import deliver
 from ._pool import Pool, give_back
-from ._stop import stop_in_background
+from ._stop import Stopper
 from ._transport import SELECTED, Engine
 from ._waits import Turns, run_all, sleep_until
 
@@ -114,6 +114,7 @@ class Client:
             raise TypeError(f"{type(self).__name__} needs a Config, not {type(cfg).__name__}")
         self._cfg = cfg
         self._ssl = _transport.client_ssl_context(cfg.infer.ca_file, ssl_context)
+        self._stopper = Stopper(self._engine, self._ssl)  # streams closed early (rule RESUME)
         self._fleet = Fleet.of(cfg, sink=self._engine.Sink)  # a Core and a pool per server
         self._core = self._fleet.cores[0]  # the first: the one of a lone url
         self._target = self._core.target
@@ -433,6 +434,7 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
         self._completion: Completion | None = None
         self._error: BaseException | None = None
         self._entered = False
+        self._stopper = client._stopper
         self._closed = False
 
     def __enter__(self) -> ClientStream:
@@ -525,14 +527,12 @@ class ClientStream(_Commands, StreamState, ClosesOnExit):
             self._core.enter()
 
     def _release(self) -> None:
-        """Close every connection and leave the slot's line (idempotent); a stream closed
-        before its end asks the server to stop generating (rule RESUME)."""
+        """Close every connection, leave the slot's line (idempotent); stop it if unfinished."""
         self._close_all()
         core = self._core
         self._turns.wake(core.leave())
-        request = core.stop_request()
-        if request is not None:  # to the server that answered (rule FLEET)
-            stop_in_background(self._engine, core.core.target, self._ssl, request, core)
+        if (request := core.stop_request()) is not None:  # to the server that answered (FLEET)
+            self._stopper.stop(core.core.target, request, core)
 
     def _resume(self) -> None:
         """Carry out the core's resume; its answer goes on into the same Sink."""
