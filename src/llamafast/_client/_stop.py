@@ -118,15 +118,15 @@ class Stopper:
                     pool.unreserve()
                     raise
                 pool.opened_one(conn)
+            parser = conn.parser
             try:
                 conn.send(request, until)
-                parser = conn.parser
                 while not parser.done and time.monotonic() < until:
                     if conn.eof or conn.error is not None:
                         break
                     conn.receive(until)
-            except OSError:
-                parser = conn.parser
+            except OSError:  # the send failed: what follows decides, as for an end
+                pass
             if parser.done:
                 exchange.stop_answered(parser.status)
                 give_back(conn, False)
