@@ -3,7 +3,8 @@
 # test states a rule once and holds every way to it (the `drive` fixture in conftest.py picks
 # them). `cfg` makes the Config every such test uses: a server's URL and limits short enough
 # for a test, one definition whatever the module.
-"""The drivers (`SyncDriver`, `AsyncDriver`, `CompleteDriver`), their `Outcome`, and `cfg`."""
+"""The drivers (`SyncDriver`, `AsyncDriver`, `CompleteDriver`), their `Outcome`, `cfg`, `req`,
+and `until` (a wait for what happens on another thread, bounded)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ def cfg(
 def req(slot: int = 0, text: str = "hi", thinking: bool = False) -> ChatRequest:
     """A one-message chat request for `slot`."""
     return ChatRequest(slot, [User(text)], thinking=thinking)
+
+
+def until(check: Callable[[], object], seconds: float = 10.0) -> None:
+    """Wait, looking every 10 ms, until `check()` is true; fail the test after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"not within {seconds} s"
+        time.sleep(0.01)
 
 
 @dataclass

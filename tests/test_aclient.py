@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import llamafast
-from _drivers import AsyncDriver
+from _drivers import AsyncDriver, until
 from _drivers import cfg as kit_cfg
 from _server import ReplayServer, Reply, event_offset, expected, load
 from llamafast import (
@@ -250,10 +250,7 @@ def test_an_exception_from_on_event_is_raised_as_is_and_closes_the_stream(
         asyncio.run(main())
     assert type(caught.value) is ValueError  # not mapped to a ProtocolError
     assert time.monotonic() - t0 < 20 and len(seen) == 3  # a hang guard
-    deadline = time.monotonic() + 20
-    while not server.chat_logs()[0].closed_by_client and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.chat_logs()[0].closed_by_client
+    until(lambda: server.chat_logs()[0].closed_by_client, 20)
 
 
 def test_stream_state_and_completion_before_end(server: ReplayServer) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 import llamafast
 import llamafast.pure
-from _drivers import FAST
+from _drivers import FAST, until
 from _drivers import cfg as any_cfg
 from _keepalive import AFTER, BEFORE, CUT, DURING, STALL, SURPLUS, KeepAliveServer
 from llamafast import Completion, ProtocolError, Retrying, StalledError, WaitTimeoutError
@@ -270,10 +270,7 @@ def test_closing_the_client_closes_its_kept_connections(kind: str, served: KeepA
     use.models()
     assert served.open_now == 1
     use.close()
-    deadline = time.monotonic() + 5
-    while served.open_now and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert served.open_now == 0
+    until(lambda: served.open_now == 0, 5)
 
 
 def test_threads_share_one_sync_client(served: KeepAliveServer) -> None:

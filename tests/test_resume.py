@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-import llamafast
-import llamafast.pure
-from _drivers import DRIVERS, Outcome, cfg, req
+from _drivers import DRIVERS, Outcome, cfg, req, until
+from _examples import client_module
 from _resumable import EOF, RESET, STALL, ResumableServer, body_of
 from llamafast import SseTimeoutError, StalledError, StreamClosedEarlyError, TruncatedError
 from llamafast._client import _stop
@@ -30,7 +29,7 @@ LENGTH = len(body_of("reasoning_then_content"))
 def run(request: pytest.FixtureRequest, impl: Any) -> Any:
     """Run one request on a server: each client, each twin (`impl`: the Cython one's package is
     llamafast, skipped when it is not built)."""
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     driver = DRIVERS[request.param](module)
 
     def go(server: ResumableServer, stop_after: int | None = None, **limits: Any) -> Outcome:
@@ -189,18 +188,11 @@ def _closed_early(
     return asyncio.run(main())
 
 
-def _until(check: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "not within the bound"
-        time.sleep(0.005)
-
-
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_burst_of_closes_sends_every_stop_on_a_few_threads(impl: Any, kind: str) -> None:
     # Each DELETE answered late, so the stops of streams closed in quick succession pile up:
     # they go on at most MAX_THREADS threads (a thread per stop had started ten), all sent.
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     most = [0]
     made: list[Any] = []
     watching = threading.Event()
@@ -221,7 +213,7 @@ def test_a_burst_of_closes_sends_every_stop_on_a_few_threads(impl: Any, kind: st
     try:
         with ResumableServer(delete_s=0.2) as server:
             _closed_early(module, kind, server, 10, made=made)
-            _until(lambda: len(server.of("DELETE")) == 10)
+            until(lambda: len(server.of("DELETE")) == 10)
     finally:
         watching.set()
         watcher.join()
@@ -238,17 +230,17 @@ def test_stops_in_turn_go_on_one_kept_connection(
     # whole answer) gets every stop of streams closed in turn on one connection; once idle, the
     # stopper's threads end and the connection is closed.
     monkeypatch.setattr(_stop, "IDLE_S", 0.3)
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     with ResumableServer(keep_deletes=True) as server:
 
         def delete_answered() -> None:
-            _until(lambda: server.deleted.is_set())
+            until(lambda: server.deleted.is_set())
             server.deleted.clear()
 
         stopper = _closed_early(module, kind, server, 5, delete_answered)
         assert len(server.of("DELETE")) == 5
         assert len(server.delete_connections) == 1
-        _until(lambda: stopper.threads() == 0 and server.open_count() == 0)
+        until(lambda: stopper.threads() == 0 and server.open_count() == 0)
         # The next stop starts a thread again, on a fresh connection.
         _closed_early(module, kind, server, 1, delete_answered)
         assert len(server.delete_connections) == 2
@@ -256,11 +248,11 @@ def test_stops_in_turn_go_on_one_kept_connection(
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_kept_connection_the_server_closed_is_not_sent_a_stop(impl: Any, kind: str) -> None:
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     with ResumableServer(keep_deletes=True) as server:
 
         def dropped() -> None:
-            _until(lambda: server.deleted.is_set())
+            until(lambda: server.deleted.is_set())
             server.deleted.clear()
             server.drop_connections()  # as one idle past its Keep-Alive timeout
 
@@ -273,34 +265,31 @@ def test_a_kept_connection_the_server_closed_is_not_sent_a_stop(impl: Any, kind:
 @pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
 def test_a_forked_child_sends_its_own_stops(impl: Any) -> None:
     # The parent's stop thread (idle now) is not the child's: a stop in the child starts one.
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     one = req(None, thinking=True)
     with ResumableServer() as server, module.Client(cfg(server)) as client:
         DRIVERS["sync"].run_on(client, one, 2)
-        _until(lambda: len(server.of("DELETE")) == 1)
+        until(lambda: len(server.of("DELETE")) == 1)
         pid = os.fork()
         if pid == 0:  # the child: its stop, then out (nothing of pytest's runs here)
             code = 1
             try:
                 _stop.IDLE_S = 0.05  # (the child's own module) its thread ends soon after
                 DRIVERS["sync"].run_on(client, one, 2)
-                stopper = client._stopper
-                deadline = time.monotonic() + 10
-                while stopper.threads() and time.monotonic() < deadline:
-                    time.sleep(0.01)  # until its thread has sent it and ended, or 10 s
+                until(lambda: not client._stopper.threads())  # its thread sent it, and ended
                 code = 0
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        _until(lambda: len(server.of("DELETE")) == 2)
+        until(lambda: len(server.of("DELETE")) == 2)
 
 
 def test_a_streams_id_carries_the_next_once_read_to_its_end(impl: Any) -> None:
     # The server keeps a finished stream's buffer for minutes and frees it when a new stream
     # takes its id: a client's streams in turn share one id, so the server holds one buffer
     # per stream in flight, not one per request. A stream closed early gives its id up.
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     with ResumableServer() as server:
         with module.Client(cfg(server)) as client:
             for stop_after in (None, None, 2, None, None):
@@ -314,7 +303,7 @@ def test_a_streams_id_carries_the_next_once_read_to_its_end(impl: Any) -> None:
 
 @pytest.mark.parametrize("kind", list(DRIVERS))
 def test_streams_in_flight_at_once_never_share_an_id(impl: Any, kind: str) -> None:
-    module = llamafast.pure if impl.IMPLEMENTATION == "python" else llamafast
+    module = client_module(impl)
     with ResumableServer() as server:
         driver = DRIVERS[kind](module)
         outs = driver.run_many(cfg(server), [req(None, thinking=True)] * 4)
