@@ -1,6 +1,6 @@
-# The benchmark scripts are tested as a user runs them: a fresh interpreter started from the
-# checkout's root, no bytecode left in the tree, its exit status checked. One definition for
-# every test module that runs one (bench/ is not an installed package).
+# Python run as a child process, as a user runs it: a benchmark script from the checkout's root
+# (no bytecode left in the tree, its exit status checked; bench/ is not an installed package),
+# or the CLI as at a terminal, where Ctrl-C interrupts it. One definition for every test module.
 """`ROOT` (the checkout), `run_script` (a Python command run there, its output) and
 `interruptible` (a Python child that Ctrl-C interrupts)."""
 
