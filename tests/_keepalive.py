@@ -9,17 +9,21 @@
 
 from __future__ import annotations
 
-import select
+import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import llamafast
+import llamafast.pure
 from _loopback import LoopbackServer, read_request
 from _server import load
+from llamafast import Completion
 
-__all__ = ["KeepAliveServer"]
+__all__ = ["MESSAGES", "USES", "AsyncUse", "KeepAliveServer", "SyncUse"]
 
 # Where the server drops a connection, relative to the request a plan names.
 BEFORE, DURING, AFTER = "before", "during", "after"
@@ -32,10 +36,12 @@ WHOLE = {"/slots": "get_slots"}  # the recording of each whole answer but /model
 def _next_request_begins(conn: socket.socket) -> bool:
     """Wait until a byte of the next request has come (True) or the client closed (False)."""
     try:
-        if isinstance(conn, ssl.SSLSocket):  # no peeking through TLS: a record, or the close
-            if not conn.pending():
-                select.select([conn], [], [])
-            return True
+        if isinstance(conn, ssl.SSLSocket):
+            if conn.pending():  # a request already decrypted
+                return True
+            # A peek at the TLS bytes themselves (below the TLS layer): the next record or the
+            # close (the clients close without a close_notify alert).
+            return bool(socket.socket.recv(conn, 1, socket.MSG_PEEK))
         return bool(conn.recv(1, socket.MSG_PEEK))
     except OSError:
         return False
@@ -65,6 +71,7 @@ class KeepAliveServer(LoopbackServer):
     header: str | None = "timeout=5, max=100"
     delay: float = 0.0  # seconds before each chat's answer
     tls: ssl.SSLContext | None = None  # speak TLS with this context
+    ca: str | None = None  # the CA file that vouches for its certificate (its clients trust it)
     idle_close: float = 0.0  # seconds between the answer and the close BEFORE a request
 
     def __post_init__(self) -> None:
@@ -136,3 +143,84 @@ class KeepAliveServer(LoopbackServer):
                 return
             if self.most is not None and answers >= self.most:
                 return
+
+
+# --- the clients, one call at a time on one client (each kind: both clients, both twins) ---
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+class SyncUse:
+    """The sync client, one call at a time: `chat`, `complete` (a callback) or `models`; each
+    gives the events it handed out (Retrying among them)."""
+
+    def __init__(self, package: Any, config: llamafast.Config) -> None:
+        self.client = package.Client(config)
+
+    @property
+    def pool(self) -> Any:
+        return self.client._pool
+
+    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
+        events: list[Any] = []
+        with self.client.stream(MESSAGES, limits=limits) as stream:
+            for event in stream:
+                events.append(event)
+                if stop_after is not None and len(events) >= stop_after:
+                    return events
+            assert isinstance(stream.completion, Completion)
+        return events
+
+    def complete(self) -> list[Any]:
+        events: list[Any] = []
+        self.client.complete(MESSAGES, events.append)
+        return events
+
+    def models(self) -> list[Any]:
+        assert self.client.models()
+        return []
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class AsyncUse(SyncUse):
+    """The asyncio client, each call run on one event loop that lives as long as the client."""
+
+    def __init__(self, package: Any, config: llamafast.Config) -> None:
+        self.runner = asyncio.Runner()
+        self.client = package.AsyncClient(config)
+
+    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
+        async def run() -> list[Any]:
+            events: list[Any] = []
+            async with self.client.stream(MESSAGES, limits=limits) as stream:
+                async for event in stream:
+                    events.append(event)
+                    if stop_after is not None and len(events) >= stop_after:
+                        return events
+                assert isinstance(stream.completion, Completion)
+            return events
+
+        return self.runner.run(run())
+
+    def complete(self) -> list[Any]:
+        events: list[Any] = []
+        self.runner.run(self.client.complete(MESSAGES, events.append))
+        return events
+
+    def models(self) -> list[Any]:
+        assert self.runner.run(self.client.models())
+        return []
+
+    def close(self) -> None:
+        self.runner.run(self.client.aclose())
+        self.runner.close()
+
+
+USES: dict[str, Callable[[llamafast.Config], SyncUse]] = {
+    "sync": lambda c: SyncUse(llamafast, c),
+    "async": lambda c: AsyncUse(llamafast, c),
+    "pure-sync": lambda c: SyncUse(llamafast.pure, c),
+    "pure-async": lambda c: AsyncUse(llamafast.pure, c),
+}

@@ -19,6 +19,7 @@ LLAMAFAST_REQUIRE_EXTENSIONS=1 a missing Cython twin fails instead of skipping.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from hypothesis import HealthCheck, settings
 
 from _drivers import DRIVERS, Driver
 from _examples import serve_process
+from _pki import Pki, make_pki
 from _server import ReplayServer
 from llamafast._engine import _twins
 
@@ -57,6 +59,14 @@ def _cython_or_skip(config: pytest.Config) -> _twins.Twin:
             pytest.fail(reason)
         pytest.skip(reason)
     return _twins.CYTHON
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A private CA and a certificate it signed for 127.0.0.1 (tests/_pki.py)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a private CA and a certificate")
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="session", params=["python", "cython"])

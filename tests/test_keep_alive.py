@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,89 +21,24 @@ import llamafast
 import llamafast.pure
 from _drivers import FAST, until
 from _drivers import cfg as any_cfg
-from _keepalive import AFTER, BEFORE, CUT, DURING, STALL, SURPLUS, KeepAliveServer
+from _keepalive import (
+    AFTER,
+    BEFORE,
+    CUT,
+    DURING,
+    MESSAGES,
+    STALL,
+    SURPLUS,
+    USES,
+    KeepAliveServer,
+    SyncUse,
+)
+from _pki import server_context
 from llamafast import Completion, ProtocolError, Retrying, StalledError, WaitTimeoutError
 
-MESSAGES = [{"role": "user", "content": "hi"}]
 # The connections counted here are the requests' own: no stop request (DELETE /v1/stream) after
 # a stream closed early (docs/client.md, rule RESUME; tests/test_resume.py has those).
 cfg = functools.partial(any_cfg, base={**FAST, "resume": False})
-
-
-class SyncUse:
-    """The sync client, one call at a time: `chat`, `complete` (a callback) or `models`; each
-    gives the events it handed out (Retrying among them)."""
-
-    def __init__(self, package: Any, config: llamafast.Config) -> None:
-        self.client = package.Client(config)
-
-    @property
-    def pool(self) -> Any:
-        return self.client._pool
-
-    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
-        events: list[Any] = []
-        with self.client.stream(MESSAGES, limits=limits) as stream:
-            for event in stream:
-                events.append(event)
-                if stop_after is not None and len(events) >= stop_after:
-                    return events
-            assert isinstance(stream.completion, Completion)
-        return events
-
-    def complete(self) -> list[Any]:
-        events: list[Any] = []
-        self.client.complete(MESSAGES, events.append)
-        return events
-
-    def models(self) -> list[Any]:
-        assert self.client.models()
-        return []
-
-    def close(self) -> None:
-        self.client.close()
-
-
-class AsyncUse(SyncUse):
-    """The asyncio client, each call run on one event loop that lives as long as the client."""
-
-    def __init__(self, package: Any, config: llamafast.Config) -> None:
-        self.runner = asyncio.Runner()
-        self.client = package.AsyncClient(config)
-
-    def chat(self, stop_after: int | None = None, limits: Any = None) -> list[Any]:
-        async def run() -> list[Any]:
-            events: list[Any] = []
-            async with self.client.stream(MESSAGES, limits=limits) as stream:
-                async for event in stream:
-                    events.append(event)
-                    if stop_after is not None and len(events) >= stop_after:
-                        return events
-                assert isinstance(stream.completion, Completion)
-            return events
-
-        return self.runner.run(run())
-
-    def complete(self) -> list[Any]:
-        events: list[Any] = []
-        self.runner.run(self.client.complete(MESSAGES, events.append))
-        return events
-
-    def models(self) -> list[Any]:
-        assert self.runner.run(self.client.models())
-        return []
-
-    def close(self) -> None:
-        self.runner.run(self.client.aclose())
-        self.runner.close()
-
-
-USES: dict[str, Callable[[llamafast.Config], SyncUse]] = {
-    "sync": lambda c: SyncUse(llamafast, c),
-    "async": lambda c: AsyncUse(llamafast, c),
-    "pure-sync": lambda c: SyncUse(llamafast.pure, c),
-    "pure-async": lambda c: AsyncUse(llamafast.pure, c),
-}
 
 
 @pytest.fixture(params=list(USES))
@@ -112,12 +47,22 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 def using(kind: str, server: KeepAliveServer, **limits: Any) -> SyncUse:
-    return USES[kind](cfg(server.url, **limits))
+    return USES[kind](cfg(server.url, ca_file=server.ca, **limits))
+
+
+@pytest.fixture(params=["http", "https"])
+def scheme(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The server's keywords for plain HTTP or for HTTPS (the async client's https is its own
+    TLS transport, _tls.py: the same cases are met through it)."""
+    if request.param == "http":
+        return {}
+    pki = request.getfixturevalue("pki")
+    return {"tls": server_context(pki), "ca": pki.ca}
 
 
 @pytest.fixture
-def served() -> Iterator[KeepAliveServer]:
-    with KeepAliveServer() as server:
+def served(scheme: dict[str, Any]) -> Iterator[KeepAliveServer]:
+    with KeepAliveServer(**scheme) as server:
         yield server
 
 
@@ -146,10 +91,12 @@ def test_sequential_requests_share_one_connection(kind: str, served: KeepAliveSe
     assert use.pool.opened == 1
 
 
-def test_a_server_that_closes_after_each_stream_costs_one_resend_at_most(kind: str) -> None:
+def test_a_server_that_closes_after_each_stream_costs_one_resend_at_most(
+    kind: str, scheme: dict[str, Any]
+) -> None:
     # llama-server's manner: it says keep-alive, then closes after every streamed answer. The
     # first such close is learnt; from then on the client closes those connections itself.
-    with KeepAliveServer(close_after_stream=True) as server:
+    with KeepAliveServer(close_after_stream=True, **scheme) as server:
         use = using(kind, server)
         try:
             events: list[Any] = []
@@ -166,10 +113,10 @@ def test_a_server_that_closes_after_each_stream_costs_one_resend_at_most(kind: s
 
 @pytest.mark.parametrize("moment", [BEFORE, DURING, AFTER])
 def test_a_kept_connection_the_server_dropped_is_replaced_without_a_try(
-    kind: str, moment: str
+    kind: str, moment: str, scheme: dict[str, Any]
 ) -> None:
     # Request 3, a chat's POST, meets the connection that carried request 2's whole answer.
-    with KeepAliveServer(plan={3: moment}) as server:
+    with KeepAliveServer(plan={3: moment}, **scheme) as server:
         use = using(kind, server, retries=0)  # a counted try would fail the request
         try:
             events: list[Any] = []
@@ -185,8 +132,10 @@ def test_a_kept_connection_the_server_dropped_is_replaced_without_a_try(
     assert server.arrived == (5 if moment == BEFORE else 6)
 
 
-def test_once_a_byte_of_the_answer_came_nothing_is_sent_again(kind: str) -> None:
-    with KeepAliveServer(plan={3: CUT}) as server:
+def test_once_a_byte_of_the_answer_came_nothing_is_sent_again(
+    kind: str, scheme: dict[str, Any]
+) -> None:
+    with KeepAliveServer(plan={3: CUT}, **scheme) as server:
         use = using(kind, server)
         try:
             use.chat()
@@ -213,13 +162,13 @@ def test_a_stream_closed_early_is_not_kept(kind: str, served: KeepAliveServer) -
 
 @pytest.mark.parametrize("stall_timeout", [0.3, 0.6])
 def test_a_stream_on_a_kept_connection_stalls_by_its_own_stall_timeout(
-    kind: str, stall_timeout: float
+    kind: str, stall_timeout: float, scheme: dict[str, Any]
 ) -> None:
     # The stall watch of a kept connection's next stream (rule STALL): whatever timer the
     # streams before it left (here with a stall_timeout of 60 s), a stream that goes silent
     # ends in StalledError, not before its own stall_timeout and not long after; the stalled
     # connection is not kept.
-    with KeepAliveServer(plan={3: STALL}) as server:
+    with KeepAliveServer(plan={3: STALL}, **scheme) as server:
         use = using(kind, server, retries=0, stall_timeout=60.0)
         try:
             use.chat()
@@ -274,7 +223,7 @@ def test_closing_the_client_closes_its_kept_connections(kind: str, served: KeepA
 
 
 def test_threads_share_one_sync_client(served: KeepAliveServer) -> None:
-    client = llamafast.Client(cfg(served.url))
+    client = llamafast.Client(cfg(served.url, ca_file=served.ca))
     failures: list[BaseException] = []
 
     def work() -> None:
@@ -306,7 +255,9 @@ def test_a_request_waiting_for_the_one_connection_gets_it_when_it_comes_free(
     # max_connections=1: a second thread's request waits for the connection the first one's
     # stream holds, and is woken when that stream ends (the pool tells its waiters), not when
     # its own 30 s deadline would let it look again.
-    client = package.Client(cfg(served.url, max_connections=1, wait_timeout=30.0))
+    client = package.Client(
+        cfg(served.url, ca_file=served.ca, max_connections=1, wait_timeout=30.0)
+    )
     done: list[Any] = []
     try:
         with client.stream(MESSAGES) as first:
@@ -331,7 +282,9 @@ def test_a_task_waiting_for_the_one_connection_gets_it_when_it_comes_free(
 ) -> None:
     # The same for the asyncio client's tasks: the waiting one is woken when the stream ends.
     async def run() -> Completion:
-        client = package.AsyncClient(cfg(served.url, max_connections=1, wait_timeout=30.0))
+        client = package.AsyncClient(
+            cfg(served.url, ca_file=served.ca, max_connections=1, wait_timeout=30.0)
+        )
         try:
             async with client.stream(MESSAGES) as first:
                 await anext(first)
@@ -392,8 +345,10 @@ def test_a_request_holding_a_connection_never_waits_for_a_second(package: Any) -
     assert paths == ["/slots", "/v1/chat/completions"]
 
 
-def test_a_connection_with_bytes_after_its_answer_is_not_kept(kind: str) -> None:
-    with KeepAliveServer(plan={2: SURPLUS}) as server:
+def test_a_connection_with_bytes_after_its_answer_is_not_kept(
+    kind: str, scheme: dict[str, Any]
+) -> None:
+    with KeepAliveServer(plan={2: SURPLUS}, **scheme) as server:
         use = using(kind, server, retries=0)
         try:
             for _ in range(4):

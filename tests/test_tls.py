@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from _drivers import cfg as kit_cfg
 from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
 from _loopback import LoopbackServer
+from _pki import Pki
 from _server import ReplayServer, Reply, expected
 from llamafast import (
     AsyncClient,
@@ -44,63 +43,6 @@ CHAT = "/v1/chat/completions"
 cfg = functools.partial(
     kit_cfg, base={"retries": 2, "retry_base_ms": 1, "retry_max_ms": 1, "connect_timeout": 10.0}
 )
-
-
-class Pki:
-    """A private CA (`ca`), a server certificate it signed for 127.0.0.1 (`cert`, `key`), and
-    another CA that signed nothing here (`stranger`)."""
-
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        self.ca = str(where / "ca.pem")
-        self.cert = str(where / "server.pem")
-        self.key = str(where / "server.key")
-        self.stranger = str(where / "stranger.pem")
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-
-def _make_ca(where: Path, name: str) -> tuple[str, str]:
-    cert, key = str(where / f"{name}.pem"), str(where / f"{name}.key")
-    _openssl(
-        *("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"),
-        *("-nodes", "-days", "2", "-keyout", key, "-out", cert),
-        *("-subj", f"/CN=llamafast test {name}"),
-        *("-addext", "basicConstraints=critical,CA:TRUE"),
-        *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
-    )
-    return cert, key
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command to make a private CA and a certificate")
-    where = tmp_path_factory.mktemp("pki")
-    out = Pki(where)
-    ca, ca_key = _make_ca(where, "ca")
-    _make_ca(where, "stranger")
-    csr = str(where / "server.csr")
-    _openssl(
-        *("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"),
-        *("-keyout", out.key, "-out", csr, "-subj", "/CN=127.0.0.1"),
-    )
-    ext = where / "server.ext"
-    ext.write_text(
-        "subjectAltName=IP:127.0.0.1\n"
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectKeyIdentifier=hash\n"
-        "authorityKeyIdentifier=keyid,issuer\n"
-    )
-    _openssl(
-        *("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial"),
-        *("-days", "1", "-out", out.cert, "-extfile", str(ext)),
-    )
-    return out
 
 
 @pytest.fixture
@@ -341,3 +283,4 @@ def test_embeddings_of_many_records_come_whole_over_tls(package: Any, pki: Pki) 
                 return (await client.embed(texts)).tobytes()
 
         assert asyncio.run(embed()) == want
+
