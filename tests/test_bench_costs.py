@@ -1,7 +1,7 @@
 """The two cost scripts run end to end with a few requests and print a figure for each of their
-cells: bench/request/tls_layers.py (plain TCP, asyncio's TLS, a MemoryBIO TLS layer) and
-bench/otel_cost.py (llamafast.otel off, with no-op providers, with the SDK). No time or CPU
-figure is asserted, only that each cell ran and gave one. Skipped where bench/ is not beside
+cells: bench/request/tls_layers.py (plain TCP, asyncio's TLS, a MemoryBIO layer, an SSLSocket
+one) and bench/otel_cost.py (llamafast.otel off, with no-op providers, with the SDK). No time or
+CPU figure is asserted, only that each cell ran and gave one. Skipped where bench/ is not beside
 tests/ (an installed wheel's test run)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _has(module: str) -> bool:
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="the certificate needs `openssl`")
 def test_the_tls_layers_script_measures_each_layer() -> None:
     out = run_script(str(BENCH / "request" / "tls_layers.py"), "--requests", "5", "--rounds", "2")
-    for kind in ("plain", "asyncio TLS", "MemoryBIO TLS"):
+    for kind in ("plain", "asyncio TLS", "MemoryBIO TLS", "SSLSocket TLS"):
         assert re.search(rf"^  {kind} +min +{FIGURE} +{FIGURE}, {FIGURE}$", out, re.M), out
 
 

@@ -27,7 +27,7 @@ from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
 from _loopback import LoopbackServer
 from _pki import Pki
-from _server import ReplayServer, Reply, expected
+from _server import ReplayServer, Reply, chunked, expected
 from llamafast import (
     AsyncClient,
     Client,
@@ -36,6 +36,7 @@ from llamafast import (
     InferConfig,
     _cli,
 )
+from llamafast._client import _tls
 from llamafast._errors import HandshakeClosed, HandshakeTimeout
 
 CHAT = "/v1/chat/completions"
@@ -284,3 +285,73 @@ def test_embeddings_of_many_records_come_whole_over_tls(package: Any, pki: Pki) 
 
         assert asyncio.run(embed()) == want
 
+
+# --- the async client's TLS transport (_tls.py): writes and reads past one socket buffer ------
+
+EVENT = (
+    b'data: {"choices":[{"index":0,"delta":{"content":"%06d "},"finish_reason":null}],'
+    b'"id":"c","object":"chat.completion.chunk","created":1,"model":"m"}\n\n'
+)
+LAST = (
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"id":"c","object":"chat.completion.chunk","created":1,"model":"m"}\n\ndata: [DONE]\n\n'
+)
+
+
+def long_answer(events: int) -> bytes:
+    """A streamed answer of `events` content deltas ("000000 ", "000001 ", ...), 64 a chunk."""
+    payloads = [
+        b"".join(EVENT % i for i in range(start, min(start + 64, events)))
+        for start in range(0, events, 64)
+    ]
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    return head + chunked([*payloads, LAST])
+
+
+def test_a_request_larger_than_the_socket_buffers_goes_whole(
+    drive: Any, https: ReplayServer, pki: Pki
+) -> None:
+    # 8 MB of prompt: the send waits for the server to read (over asyncio, the transport's
+    # writer callback) and nothing of it is lost or sent twice.
+    text = "".join(f"{i:07d} " for i in range(1_000_000))
+    out = drive.run(cfg(https, ca_file=pki.ca), req(text=text))
+    assert out.ok() == expected("reasoning_then_content")[1]
+    assert [c.body["messages"][-1]["content"] == text for c in https.chats] == [True]
+
+
+@pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
+def test_a_slow_reader_pauses_the_connection_and_loses_nothing(
+    package: Any, https: ReplayServer, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 12 MB of events read by a task that sleeps after the first one: past the Sink's backlog
+    # (2 MiB) the TLS transport stops reading (rule BACKLOG), and reads on when the task has
+    # caught up; every event comes, in order.
+    events = 80_000
+    https.default = Reply(raw=long_answer(events))
+    pauses: list[str] = []
+    for name in ("pause_reading", "resume_reading"):
+        method = getattr(_tls.TlsTransport, name)
+        monkeypatch.setattr(
+            _tls.TlsTransport,
+            name,
+            lambda self, method=method, name=name: (pauses.append(name), method(self))[1],
+        )
+
+    async def main() -> tuple[list[str], Any]:
+        got: list[str] = []
+        async with package.AsyncClient(cfg(https, ca_file=pki.ca)) as client:
+            async with client.stream(req()) as stream:
+                async for event in stream:
+                    if not got:
+                        await asyncio.sleep(0.5)
+                    got.append(event.text)
+                return got, stream.completion
+
+    got, completion = asyncio.run(main())
+    want = [f"{i:06d} " for i in range(events)]
+    assert got == want
+    assert completion.content == "".join(want)
+    assert "resume_reading" in pauses[pauses.index("pause_reading") :], pauses

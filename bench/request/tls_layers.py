@@ -4,7 +4,7 @@
 # TLS transport (what AsyncClient uses), and a TLS layer written over a plain transport with
 # ssl.MemoryBIO (the one way left to make TLS cheaper from Python). The server runs in another
 # process (its CPU is not counted), the certificate is made by bench/request/run.py's make_pki.
-"""asyncio's TLS per request, beside plain TCP and a MemoryBIO TLS layer.
+"""asyncio's TLS per request, beside plain TCP, a MemoryBIO layer and an SSLSocket one.
 
 python bench/request/tls_layers.py [--requests 3000] [--rounds 3]
 """
@@ -128,12 +128,43 @@ class MemoryTls(asyncio.Protocol):
         self._flush()
 
 
+async def sslsocket(app: Reader, port: int, tls: ssl.SSLContext) -> Callable[[bytes], None]:
+    """A non-blocking SSLSocket on the loop, reading into `app`: its write."""
+    loop = asyncio.get_running_loop()
+    raw = socket.create_connection(("127.0.0.1", port))
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = tls.wrap_socket(raw, server_hostname="127.0.0.1", do_handshake_on_connect=False)
+    sock.setblocking(False)
+    while True:
+        try:
+            sock.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            readable = loop.create_future()
+            loop.add_reader(sock, readable.set_result, None)
+            await readable
+            loop.remove_reader(sock)
+
+    def on_readable() -> None:
+        try:
+            n = sock.recv_into(app.buf[app.got :])
+        except ssl.SSLWantReadError:
+            return
+        app.buffer_updated(n)
+
+    loop.add_reader(sock, on_readable)
+    return sock.send
+
+
 async def cpu_per_request(kind: str, port: int, tls: ssl.SSLContext, requests: int) -> float:
     """µs of this process's CPU per request over one kept connection of `kind`."""
     loop = asyncio.get_running_loop()
     app = Reader()
     write: Callable[[bytes], None]
-    if kind == "plain":
+    transport: Any = None
+    if kind == "SSLSocket TLS":
+        write = await sslsocket(app, port, tls)
+    elif kind == "plain":
         transport, _ = await loop.create_connection(lambda: app, "127.0.0.1", port)
         write = transport.write
     elif kind == "asyncio TLS":
@@ -154,7 +185,12 @@ async def cpu_per_request(kind: str, port: int, tls: ssl.SSLContext, requests: i
         app.done = loop.create_future()
         write(REQUEST)
         await app.done
-    transport.close()
+    if transport is not None:
+        transport.close()
+    else:
+        sock = write.__self__  # type: ignore[attr-defined]
+        loop.remove_reader(sock)
+        sock.close()
     return (time.process_time() - start) / requests * 1e6
 
 
@@ -179,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "plain": ports["plain"],
             "asyncio TLS": ports["tls"],
             "MemoryBIO TLS": ports["tls"],
+            "SSLSocket TLS": ports["tls"],
         }
         cells: dict[str, list[float]] = {kind: [] for kind in kinds}
         try:

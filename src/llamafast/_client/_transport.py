@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import select
 import socket
@@ -21,11 +22,13 @@ import ssl
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any, cast
 
 from .._engine import _twins
 from .._errors import HandshakeClosed, HandshakeTimeout
 from .._url import Target
+from . import _tls
 from ._pool import leave_pool, renew, shut
 
 __all__ = ["PURE", "SELECTED", "Engine", "client_ssl_context", "ssl_context"]
@@ -83,6 +86,18 @@ def _handshake_closed() -> HandshakeClosed:
     return HandshakeClosed("the server closed the connection inside the TLS handshake")
 
 
+@contextlib.contextmanager
+def _handshake_errors() -> Iterator[None]:
+    """A handshake's failures in both clients' words: past its bound, or the connection closed
+    inside it (a plain-HTTP port whose wait for a request head ended)."""
+    try:
+        yield
+    except TimeoutError as err:
+        raise _handshake_timeout() from err
+    except (ssl.SSLEOFError, ConnectionResetError) as err:
+        raise _handshake_closed() from err
+
+
 def _connect_timeout() -> TimeoutError:
     # One message from both drivers (the socket module says "timed out", asyncio nothing).
     return TimeoutError("the connection did not open within connect_timeout")
@@ -126,12 +141,8 @@ class _SyncIO:
             _no_delay(sock)
             if target.scheme == "https":
                 sock.settimeout(max(0.001, until - time.monotonic()))
-                try:
+                with _handshake_errors():
                     sock = (tls or ssl_context()).wrap_socket(sock, server_hostname=target.host)
-                except TimeoutError as err:
-                    raise _handshake_timeout() from err
-                except (ssl.SSLEOFError, ConnectionResetError) as err:
-                    raise _handshake_closed() from err
         except BaseException:
             sock.close()
             raise
@@ -277,6 +288,32 @@ def _kernel_timeout(sock: socket.socket, seconds: float) -> None:
 # --- the asyncio connection ------------------------------------------------------------------
 
 
+async def _open_tls(conn: Any, target: Target, until: float, tls: ssl.SSLContext) -> None:
+    """Connect, then hand-shake, each within what is left of `until` (as the sync client), and
+    attach `conn` to the TLS transport (_tls.py: cheaper per request than asyncio's)."""
+    try:
+        async with asyncio.timeout(max(0.001, until - time.monotonic())):
+            sock = await _tls.connect(target.host, target.port)
+    except TimeoutError as err:
+        raise _connect_timeout() from err
+    try:
+        _no_delay(sock)
+        wrapped = tls.wrap_socket(sock, server_hostname=target.host, do_handshake_on_connect=False)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        # The handshake has its own bound, so that one that never finishes (TLS spoken to a
+        # port that does not speak it) is told from a connection that never opens.
+        with _handshake_errors():
+            async with asyncio.timeout(max(0.001, until - time.monotonic())):
+                await _tls.handshake(wrapped)
+    except BaseException:
+        wrapped.close()
+        raise
+    _tls.TlsTransport(asyncio.get_running_loop(), wrapped, conn)
+
+
 class _AsyncIO:
     """One request at a time on a connection (kept alive between them: _pool.py), as an
     asyncio BufferedProtocol that reads into the parser's buffer (the arrival path is the
@@ -322,31 +359,13 @@ class _AsyncIO:
         conn.eof = conn.stalled = conn.paused = False
         conn._stall = 0.0
         conn._timer = None
-        tls = (tls or ssl_context()) if target.scheme == "https" else None
         left = max(0.001, until - time.monotonic())
+        if target.scheme == "https":
+            await _open_tls(conn, target, until, tls or ssl_context())
+            return conn
         try:
-            # The handshake has its own bound, so that one that never finishes (TLS spoken
-            # to a port that does not speak it) is told from a connection that never opens.
-            async with asyncio.timeout(left + (0.25 if tls else 0.0)):
-                await loop.create_connection(
-                    lambda: conn,
-                    target.host,
-                    target.port,
-                    ssl=tls,
-                    server_hostname=target.host if tls else None,
-                    ssl_handshake_timeout=left if tls else None,
-                )
-        except ConnectionAbortedError as err:  # asyncio's word for a handshake timeout
-            if tls is not None and "handshake" in str(err).lower():
-                raise _handshake_timeout() from err
-            raise
-        except (ssl.SSLEOFError, ConnectionResetError) as err:
-            # asyncio's word for a connection the server closed inside the handshake (once it
-            # has connected, a reset can only come from the handshake: create_connection ends
-            # with it)
-            if tls is not None:
-                raise _handshake_closed() from err
-            raise
+            async with asyncio.timeout(left):
+                await loop.create_connection(lambda: conn, target.host, target.port)
         except TimeoutError as err:
             raise _connect_timeout() from err
         return conn
