@@ -26,7 +26,7 @@ from _drivers import cfg as kit_cfg
 from _embed import EmbedServer, embed_handler, vector_for
 from _keepalive import KeepAliveServer
 from _loopback import LoopbackServer
-from _pki import Pki
+from _pki import Pki, server_context
 from _server import ReplayServer, Reply, chunked, expected
 from llamafast import (
     AsyncClient,
@@ -355,3 +355,21 @@ def test_a_slow_reader_pauses_the_connection_and_loses_nothing(
     assert got == want
     assert completion.content == "".join(want)
     assert "resume_reading" in pauses[pauses.index("pause_reading") :], pauses
+
+
+def test_under_uvloop_the_tls_transport_keeps_its_connection(pki: Pki) -> None:
+    # The transport asks the loop only for reader and writer callbacks and sock_connect, which
+    # uvloop has too: 10 requests, one handshake.
+    uvloop = pytest.importorskip("uvloop")
+
+    async def ten(url: str) -> None:
+        async with llamafast.AsyncClient(cfg(url, ca_file=pki.ca)) as client:
+            for _ in range(5):
+                await client.complete([{"role": "user", "content": "hi"}])
+                await client.models()
+
+    with KeepAliveServer(tls=server_context(pki)) as server:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(ten(server.url))
+        assert len(server.answered) == 10
+        assert server.accepted == 1
