@@ -49,9 +49,7 @@ cfg = functools.partial(
 @pytest.fixture
 def https(pki: Pki) -> Iterator[ReplayServer]:
     """The loopback server over TLS (it wraps each accepted socket with this context)."""
-    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    served.load_cert_chain(pki.cert, pki.key)
-    with ReplayServer(tls=served) as srv:
+    with ReplayServer(tls=server_context(pki)) as srv:
         srv.default = Reply("reasoning_then_content")
         yield srv
 
@@ -234,16 +232,13 @@ def test_tls_to_a_plain_port_fails_once_saying_to_try_http(
 @pytest.mark.parametrize("package", [llamafast, llamafast.pure], ids=["selected", "pure"])
 def test_one_handshake_carries_many_requests(package: Any, pki: Pki) -> None:
     # Keep-alive over TLS (rule KEEP-ALIVE): the handshake is paid once, both clients.
-    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    served.load_cert_chain(pki.cert, pki.key)
-
     async def twenty(url: str) -> None:
         async with package.AsyncClient(cfg(url, ca_file=pki.ca)) as client:
             for _ in range(10):
                 await client.complete([{"role": "user", "content": "hi"}])
                 await client.models()
 
-    with KeepAliveServer(tls=served) as server:
+    with KeepAliveServer(tls=server_context(pki)) as server:
         with package.Client(cfg(server.url, ca_file=pki.ca)) as client:
             for _ in range(10):
                 client.complete([{"role": "user", "content": "hi"}])
@@ -270,11 +265,9 @@ class TlsEmbedServer(EmbedServer):
 def test_embeddings_of_many_records_come_whole_over_tls(package: Any, pki: Pki) -> None:
     # A 64-vector answer of 4,096 dimensions is some 90 TLS records, read on into one buffer
     # (docs/client.md, WHOLE-BODY): the same rows as over http, both clients.
-    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    served.load_cert_chain(pki.cert, pki.key)
     texts = [f"text {i}" for i in range(70)]
     want = struct.pack(f"<{70 * 4096}f", *(x for t in texts for x in vector_for(t, 4096)))
-    with TlsEmbedServer(served) as server:
+    with TlsEmbedServer(server_context(pki)) as server:
         settings = cfg(server.url, ca_file=pki.ca)
         with package.Client(settings) as client:
             assert client.embed(texts).tobytes() == want
