@@ -1,7 +1,7 @@
 # The async client's TLS transport: a non-blocking ssl.SSLSocket read and written from the event
 # loop's reader and writer callbacks, standing in for asyncio's own TLS transport (sslproto),
 # whose layers of Python (a buffer of ciphertext, a loop of reads into the protocol's buffer, a
-# queue of writes) cost ~7 µs of CPU more per short request than this (bench/request/tls_layers.py
+# queue of writes) cost ~6 µs of CPU more per short request than this (bench/request/tls_layers.py
 # measures both). Only what `_AsyncIO` asks of a transport is here: write, abort, pause and resume
 # reading, is_closing, get_extra_info("socket"); the protocol is called as asyncio calls a
 # BufferedProtocol (connection_made, get_buffer, buffer_updated, eof_received, connection_lost),
@@ -125,12 +125,7 @@ class TlsTransport(asyncio.Transport):
         self._flush()
 
     def _eof(self) -> None:
-        try:
-            keep_open = self._protocol.eof_received()
-        except BaseException as err:
-            self._close(err)
-            raise
-        if not keep_open:
+        if not self._protocol.eof_received():  # asyncio's rule: a falsy answer closes it
             self._close(None)
 
     def _close(self, error: BaseException | None) -> None:

@@ -359,12 +359,11 @@ class _AsyncIO:
         conn.eof = conn.stalled = conn.paused = False
         conn._stall = 0.0
         conn._timer = None
-        left = max(0.001, until - time.monotonic())
         if target.scheme == "https":
             await _open_tls(conn, target, until, tls or ssl_context())
             return conn
         try:
-            async with asyncio.timeout(left):
+            async with asyncio.timeout(max(0.001, until - time.monotonic())):
                 await loop.create_connection(lambda: conn, target.host, target.port)
         except TimeoutError as err:
             raise _connect_timeout() from err
