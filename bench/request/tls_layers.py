@@ -1,9 +1,11 @@
-# What TLS itself costs an asyncio client per request, with no llamafast code: one kept
-# connection, a request written and a 20-chunk event stream read to its end, 3,000 times, the
-# client process's CPU per request. Three ways, side by side in one run: plain TCP, asyncio's own
-# TLS transport (what AsyncClient uses), and a TLS layer written over a plain transport with
-# ssl.MemoryBIO (the one way left to make TLS cheaper from Python). The server runs in another
-# process (its CPU is not counted), the certificate is made by bench/request/run.py's make_pki.
+# What TLS itself costs an asyncio client per request: one kept connection, a request written
+# and a 20-chunk event stream read to its end, 3,000 times, the client process's CPU per request.
+# Four ways, side by side in one run: plain TCP, asyncio's own TLS transport (what AsyncClient
+# used until 2026-12-06), a TLS layer written over a plain transport with ssl.MemoryBIO, and
+# AsyncClient's own transport (a non-blocking ssl.SSLSocket read and written from the loop's
+# callbacks, src/llamafast/_client/_tls.py: the one llamafast piece here). The server runs in
+# another process (its CPU is not counted), the certificate is made by bench/request/run.py's
+# make_pki.
 """asyncio's TLS per request, beside plain TCP, a MemoryBIO layer and an SSLSocket one.
 
 python bench/request/tls_layers.py [--requests 3000] [--rounds 3]
@@ -27,6 +29,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from llamafast._client import _tls
 from request.run import make_pki
 
 EVENT = b"data: " + b"x" * 150 + b"\n\n"
@@ -128,42 +131,18 @@ class MemoryTls(asyncio.Protocol):
         self._flush()
 
 
-async def sslsocket(app: Reader, port: int, tls: ssl.SSLContext) -> Callable[[bytes], None]:
-    """A non-blocking SSLSocket on the loop, reading into `app`: its write."""
-    loop = asyncio.get_running_loop()
-    raw = socket.create_connection(("127.0.0.1", port))
-    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock = tls.wrap_socket(raw, server_hostname="127.0.0.1", do_handshake_on_connect=False)
-    sock.setblocking(False)
-    while True:
-        try:
-            sock.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            readable = loop.create_future()
-            loop.add_reader(sock, readable.set_result, None)
-            await readable
-            loop.remove_reader(sock)
-
-    def on_readable() -> None:
-        try:
-            n = sock.recv_into(app.buf[app.got :])
-        except ssl.SSLWantReadError:
-            return
-        app.buffer_updated(n)
-
-    loop.add_reader(sock, on_readable)
-    return sock.send
-
-
 async def cpu_per_request(kind: str, port: int, tls: ssl.SSLContext, requests: int) -> float:
     """µs of this process's CPU per request over one kept connection of `kind`."""
     loop = asyncio.get_running_loop()
     app = Reader()
     write: Callable[[bytes], None]
-    transport: Any = None
-    if kind == "SSLSocket TLS":
-        write = await sslsocket(app, port, tls)
+    if kind == "SSLSocket TLS":  # AsyncClient's own transport, as its https connections open
+        raw = await _tls.connect("127.0.0.1", port)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = tls.wrap_socket(raw, server_hostname="127.0.0.1", do_handshake_on_connect=False)
+        await _tls.handshake(sock)
+        transport = _tls.TlsTransport(loop, sock, app)
+        write = transport.write
     elif kind == "plain":
         transport, _ = await loop.create_connection(lambda: app, "127.0.0.1", port)
         write = transport.write
@@ -185,12 +164,7 @@ async def cpu_per_request(kind: str, port: int, tls: ssl.SSLContext, requests: i
         app.done = loop.create_future()
         write(REQUEST)
         await app.done
-    if transport is not None:
-        transport.close()
-    else:
-        sock = write.__self__  # type: ignore[attr-defined]
-        loop.remove_reader(sock)
-        sock.close()
+    transport.close()
     return (time.process_time() - start) / requests * 1e6
 
 
